@@ -1,0 +1,33 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test` (both install first).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch 2.13.0 is pre-provisioned on these machines; any other torch request pulls GBs of CUDA
+# wheels. GPU users: `make install TORCH=` keeps the torch already in $(VENV) (or bring your own venv).
+TORCH ?= torch==2.13.0
+
+.PHONY: install demo test test-fast clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(if $(TORCH),$(PY) -m pip install -q "$(TORCH)")
+	$(PY) -m pip install -q -e ".[embedded,simuleval,eval,dev]"
+	# SimulEval 1.1.4 pins tqdm==4.64.1 and bitarray==2.6.0 (no wheel for Python 3.11+) but imports neither at
+	# run time; installing it without its pins keeps transformers 5.x (see pyproject's `simuleval` extra).
+	$(PY) -m pip install -q --no-deps simuleval==1.1.4
+	touch $@
+
+demo: install
+	$(PY) -m agents.demo
+
+test: install
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not real_model and not harness"
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,4 @@
+"""Harness adapters: one module per system (`alignatt4llm`, ...), each a thin layer over a streaming translator.
+
+Shared adapter code lives in `agents.harness`; the harness-neutral streaming contract in `agents.core`.
+"""

@@ -1,0 +1,1 @@
+"""Code shared by every agent: configuration loading and the SimulEval / simulstream protocol adapters."""

@@ -1,0 +1,117 @@
+"""One place for every knob: dataclass fields with defaults and help, filled from YAML, argparse or a namespace.
+
+Precedence: field default < YAML file (`config:`) < explicit command-line flag. simulstream and its SimulEval
+wrapper pass a plain namespace (the YAML itself), which is read the same way.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any, Type, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+# Keys that belong to the harnesses, not to our systems: allowed in our YAML files and ignored here.
+HARNESS_KEYS = frozenset({
+    "type", "speech_chunk_size", "detokenizer_type", "latency_unit", "simuleval_agent", "agent_class",
+    "source_segment_size", "device", "dtype", "fp16", "config",
+})
+
+
+class ConfigError(ValueError):
+    """A configuration value or file is invalid."""
+
+
+def knob(default: Any, help: str, **kwargs) -> Any:
+    """A config field with its help text (shown by `--help`)."""
+    return dataclasses.field(default=default, metadata={"help": help, **kwargs})
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def _field_type(field: dataclasses.Field):
+    annotation = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
+    for name, parser in (("bool", _parse_bool), ("int", int), ("float", float)):
+        if annotation.startswith(name):
+            return parser
+    return str
+
+
+def add_config_args(parser: argparse.ArgumentParser, config_class: Type) -> None:
+    """Add `--config FILE` and one flag per field (absent unless given, so YAML values are not overridden)."""
+    existing = set(parser._option_string_actions)  # noqa: SLF001 (argparse has no public accessor)
+    if "--config" not in existing:
+        parser.add_argument("--config", default=argparse.SUPPRESS, help="YAML operating point (eval_configs/*.yaml)")
+    for field in dataclasses.fields(config_class):
+        flag = _flag(field.name)
+        if flag in existing:
+            continue
+        parser.add_argument(
+            flag, dest=field.name, type=_field_type(field), default=argparse.SUPPRESS,
+            help=f"{field.metadata.get('help', '')} (default: {field.default!r})",
+        )
+
+
+def read_yaml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist; shipped operating points are in eval_configs/")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a YAML mapping of knob: value")
+    return data
+
+
+def build_config(config_class: Type[T], values: dict) -> T:
+    """Validate keys and types and build the config; unknown keys are errors (typos must not pass silently)."""
+    names = {field.name: field for field in dataclasses.fields(config_class)}
+    unknown = sorted(set(values) - set(names) - HARNESS_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"unknown setting(s) {', '.join(unknown)} for {config_class.__name__}; known: {', '.join(sorted(names))}"
+        )
+    kwargs = {}
+    for key, value in values.items():
+        if key not in names or value is None:
+            continue
+        parser = _field_type(names[key])
+        try:
+            kwargs[key] = value if isinstance(value, bool) and parser is _parse_bool else (
+                _parse_bool(str(value)) if parser is _parse_bool else parser(value))
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
+            raise ConfigError(f"{key}: expected {parser.__name__.lstrip('_')}, got {value!r}") from None
+    config = config_class(**kwargs)
+    validate = getattr(config, "validate", None)
+    if validate is not None:
+        validate()
+    return config
+
+
+def config_from_namespace(config_class: Type[T], namespace: Any) -> T:
+    """From argparse args or simulstream's SimpleNamespace: YAML named by `config` first, then attributes."""
+    values: dict = {}
+    config_path = getattr(namespace, "config", None)
+    if config_path:
+        values.update(read_yaml(config_path))
+    names = {field.name for field in dataclasses.fields(config_class)}
+    for name in names:
+        if hasattr(namespace, name) and getattr(namespace, name) is not None:
+            values[name] = getattr(namespace, name)
+    return build_config(config_class, values)
+
+
+def config_from_yaml(config_class: Type[T], path: str | Path, **overrides) -> T:
+    return build_config(config_class, {**read_yaml(path), **overrides})

@@ -1,0 +1,1 @@
+"""Streaming translators: a source front end, a policy and a backend assembled into one `StreamingTranslator`."""

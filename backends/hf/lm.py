@@ -1,0 +1,158 @@
+"""Greedy drafting with a decoder-only transformers model, reusing the KV cache of the unchanged prompt prefix.
+
+`CausalLM` wraps loaded weights (shareable, read-only); each stream opens its own `DecodeSession`, which owns the
+KV cache and the q/k recorder, so no state passes between streams.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from transformers.cache_utils import DynamicCache
+
+from backends.hf.capture import CAPTURE_IMPLEMENTATION, RECORDER_KWARG, QKRecorder
+from backends.hf.replay import replay_attention
+
+
+@dataclass
+class Draft:
+    """A greedy continuation of a prompt. `finished` means it ended with a stop token (not included in `tokens`)."""
+
+    prompt_length: int
+    tokens: list[int] = field(default_factory=list)
+    finished: bool = False
+    recorder: QKRecorder | None = None
+
+    @property
+    def positions(self) -> range:
+        """Absolute positions of the draft tokens (and of their captured query rows)."""
+        return range(self.prompt_length, self.prompt_length + len(self.tokens))
+
+    def source_attention(self, source_positions, rows: int | None = None) -> torch.Tensor:
+        """Replayed [T, H, S] attention of the first `rows` draft rows (default all) to `source_positions`."""
+        if self.recorder is None:
+            raise RuntimeError("this draft was decoded without q/k capture")
+        count = len(self.tokens) if rows is None else rows
+        return replay_attention(self.recorder, range(self.prompt_length, self.prompt_length + count), source_positions)
+
+
+class CausalLM:
+    """A loaded decoder-only model and tokenizer, switched to the capturing SDPA implementation."""
+
+    def __init__(self, model, tokenizer):
+        if getattr(model.config, "attn_logit_softcapping", None):
+            raise ValueError(
+                f"{model.config.model_type} softcaps attention logits, which SDPA cannot do; "
+                f"q/k capture for it needs an eager kernel (not supported yet)"
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        # Capture wraps stock SDPA and records nothing unless a recorder is passed: outputs are unchanged.
+        model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
+        self.device = next(model.parameters()).device
+        self.stop_token_ids = frozenset(stop_token_ids(model, tokenizer))
+
+    @classmethod
+    def load(cls, spec: str, *, dtype: str = "float32", device: str = "cpu") -> "CausalLM":
+        from backends.models import load_causal_lm
+
+        model, tokenizer = load_causal_lm(spec, dtype=dtype, device=device)
+        return cls(model, tokenizer)
+
+    def session(self, heads: Sequence[tuple[int, int]] | None = None) -> "DecodeSession":
+        return DecodeSession(self, heads)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+
+def stop_token_ids(model, tokenizer) -> set[int]:
+    """End-of-sequence ids from the generation config, the model config and the chat template's end-of-turn."""
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config, tokenizer):
+        value = getattr(source, "eos_token_id", None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif value:
+            ids.update(int(v) for v in value)
+    for token in ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|endoftext|>", "<turn|>"):
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        if isinstance(token_id, int) and token_id != tokenizer.unk_token_id and token_id >= 0:
+            ids.add(token_id)
+    return ids
+
+
+class DecodeSession:
+    """One stream's decoding state: a KV cache for the last prompt+draft and, with heads, their captured q/k."""
+
+    def __init__(self, lm: CausalLM, heads: Sequence[tuple[int, int]] | None = None):
+        self.lm = lm
+        self.heads = tuple(heads) if heads else None
+        self.reset()
+
+    def reset(self) -> None:
+        self.cache = DynamicCache()
+        self.cached_ids: list[int] = []
+        self.recorder = QKRecorder(self.heads) if self.heads else None
+
+    @torch.inference_mode()
+    def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True) -> Draft:
+        """Greedy continuation of `prompt_ids`, at most `max_new_tokens` tokens.
+
+        With `capture` (and heads), the query row of every draft token (at its own position, as in calibration)
+        and the keys of all positions are recorded; a draft cut by the budget gets one extra forward so that its
+        last token's query exists too.
+        """
+        if not prompt_ids:
+            raise ValueError("empty prompt")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        recorder = self.recorder if capture else None
+        if capture and recorder is None:
+            raise ValueError("capture requested but the session was opened without heads")
+        prompt_ids = list(prompt_ids)
+        logits = self._prefill(prompt_ids, recorder)
+        draft = Draft(prompt_length=len(prompt_ids), recorder=recorder)
+        while True:
+            token = int(torch.argmax(logits[0, -1]))
+            if token in self.lm.stop_token_ids:
+                draft.finished = True
+                break
+            draft.tokens.append(token)
+            if len(draft.tokens) == max_new_tokens and recorder is None:
+                break
+            logits = self._forward([token], recorder, record_queries=True)
+            if len(draft.tokens) == max_new_tokens:
+                break
+        if recorder is not None:
+            recorder.check_complete()
+        return draft
+
+    def _prefill(self, prompt_ids: list[int], recorder: QKRecorder | None) -> torch.Tensor:
+        """Reuse the cached longest common prefix (always re-feeding at least the last prompt token)."""
+        reuse = 0
+        limit = min(len(self.cached_ids), len(prompt_ids) - 1)
+        while reuse < limit and self.cached_ids[reuse] == prompt_ids[reuse]:
+            reuse += 1
+        if reuse < len(self.cached_ids):
+            self.cache.crop(reuse - len(self.cached_ids))
+            if self.recorder is not None:
+                self.recorder.truncate(reuse)
+            del self.cached_ids[reuse:]
+        return self._forward(prompt_ids[reuse:], recorder, record_queries=False)
+
+    def _forward(self, new_ids: list[int], recorder: QKRecorder | None, record_queries: bool) -> torch.Tensor:
+        start = len(self.cached_ids)
+        kwargs = {}
+        if recorder is not None:
+            recorder.begin(start, len(new_ids), record_queries)
+            kwargs[RECORDER_KWARG] = recorder
+        elif self.recorder is not None:
+            # Keys must stay in step with the cache even when this forward is not captured.
+            self.recorder.begin(start, len(new_ids), False)
+            kwargs[RECORDER_KWARG] = self.recorder
+        input_ids = torch.tensor([new_ids], dtype=torch.long, device=self.lm.device)
+        output = self.lm.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
+        self.cached_ids.extend(new_ids)
+        return output.logits

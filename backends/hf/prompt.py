@@ -1,0 +1,143 @@
+"""The translation prompt of paper Eq. (1) and the map from source words to prompt token positions.
+
+[system ‖ source span ‖ instruction ‖ accepted target prefix ‖ draft], rendered with the model's chat template;
+the map is computed from the offsets of the exact token ids that are fed to the model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+LANGUAGE_NAMES = {
+    "en": "English", "de": "German", "it": "Italian", "zh": "Chinese", "cs": "Czech", "fr": "French",
+    "es": "Spanish", "pt": "Portuguese", "nl": "Dutch", "ja": "Japanese", "ru": "Russian", "pl": "Polish",
+}
+
+SYSTEM_TEMPLATE = (
+    "You are a professional simultaneous interpreter. You translate {source} into fluent {target}. "
+    "The {source} text may be an incomplete sentence that is still being spoken."
+)
+INSTRUCTION_TEMPLATE = "Translate the {source} text above into {target}. Output only the {target} translation."
+
+
+class PromptError(ValueError):
+    """The prompt cannot be built or its source span cannot be mapped to tokens."""
+
+
+def language_name(code: str) -> str:
+    primary = code.replace("_", "-").split("-")[0].lower()
+    if primary not in LANGUAGE_NAMES:
+        raise PromptError(
+            f"unknown language code {code!r}; known codes: {', '.join(sorted(LANGUAGE_NAMES))} "
+            f"(add it to backends.hf.prompt.LANGUAGE_NAMES)"
+        )
+    return LANGUAGE_NAMES[primary]
+
+
+@dataclass(frozen=True)
+class TranslationPrompt:
+    """Token ids fed to the model and where the source words sit among them."""
+
+    token_ids: list[int]
+    source_positions: np.ndarray  # [S] prompt positions of the source-span tokens, increasing
+    source_token_word: np.ndarray  # [S] index of the source word each of those tokens belongs to
+    word_count: int
+    text: str
+
+    @property
+    def source_span(self) -> range:
+        return range(int(self.source_positions[0]), int(self.source_positions[-1]) + 1)
+
+
+class PromptBuilder:
+    """Renders Eq. (1) with a chat template and maps source words to token positions."""
+
+    def __init__(self, tokenizer, source_lang: str, target_lang: str,
+                 system_template: str = SYSTEM_TEMPLATE, instruction_template: str = INSTRUCTION_TEMPLATE):
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise PromptError("the tokenizer has no chat template; AlignAtt prompts need one (Eq. 1)")
+        if not getattr(tokenizer, "is_fast", False):
+            raise PromptError(
+                f"{type(tokenizer).__name__} is not a fast tokenizer: it gives no character offsets, so source words "
+                f"cannot be mapped to prompt tokens; load the tokenizer with use_fast=True"
+            )
+        names = {"source": language_name(source_lang), "target": language_name(target_lang)}
+        self.tokenizer = tokenizer
+        self.system = system_template.format(**names)
+        self.instruction = instruction_template.format(**names)
+
+    def messages(self, source: str, target_prefix: str) -> list[dict]:
+        messages = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": f"{source}\n\n{self.instruction}"},
+        ]
+        if target_prefix:
+            messages.append({"role": "assistant", "content": target_prefix})
+        return messages
+
+    def render(self, source: str, target_prefix: str) -> str:
+        return self.tokenizer.apply_chat_template(
+            self.messages(source, target_prefix),
+            tokenize=False,
+            add_generation_prompt=not target_prefix,
+            continue_final_message=bool(target_prefix),
+        )
+
+    def build(self, source_words: Sequence[str], target_prefix: str = "") -> TranslationPrompt:
+        words = [w for w in (word.strip() for word in source_words)]
+        if not words or any(not w or any(c.isspace() for c in w) for w in words):
+            raise PromptError(f"source words must be non-empty and contain no whitespace, got {list(source_words)!r}")
+        source = " ".join(words)
+        text = self.render(source, target_prefix)
+        user_content = f"{source}\n\n{self.instruction}"
+        user_start = text.rfind(user_content)
+        if user_start < 0:
+            raise PromptError("the chat template altered the user message, so the source span cannot be located")
+        encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        positions, token_word = map_source_tokens(encoding["offset_mapping"], words, user_start)
+        return TranslationPrompt(
+            token_ids=list(encoding["input_ids"]),
+            source_positions=positions,
+            source_token_word=token_word,
+            word_count=len(words),
+            text=text,
+        )
+
+
+def word_spans(words: Sequence[str], start: int) -> list[tuple[int, int]]:
+    """Character spans of `words` joined by single spaces, starting at `start`."""
+    spans, cursor = [], start
+    for word in words:
+        spans.append((cursor, cursor + len(word)))
+        cursor += len(word) + 1
+    return spans
+
+
+def map_source_tokens(offsets, words: Sequence[str], source_start: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source tokens are those whose character span overlaps the source; each belongs to the LAST word it
+    overlaps (it is complete only once that word is), a whitespace-only token to the word that follows it.
+    Raises PromptError when the offsets cannot cover every word."""
+    spans = word_spans(words, source_start)
+    source_end = spans[-1][1]
+    positions, token_word = [], []
+    for position, (start, end) in enumerate(offsets):
+        if end <= source_start or start >= source_end or end <= start:
+            continue
+        overlapping = [i for i, (ws, we) in enumerate(spans) if start < we and end > ws]
+        if overlapping:
+            word = overlapping[-1]
+        else:  # only the space between two words
+            word = next(i for i, (ws, _) in enumerate(spans) if ws >= end)
+        positions.append(position)
+        token_word.append(word)
+    token_word_array = np.asarray(token_word, dtype=np.int64)
+    covered = set(token_word)
+    if len(covered) != len(words) or np.any(np.diff(token_word_array) < 0):
+        missing = [words[i] for i in range(len(words)) if i not in covered]
+        raise PromptError(
+            f"the tokenizer's offsets cannot map the source span (words without tokens: {missing}); "
+            f"use a fast tokenizer whose offsets refer to the prompt text"
+        )
+    return np.asarray(positions, dtype=np.int64), token_word_array

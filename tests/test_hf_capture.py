@@ -1,0 +1,90 @@
+"""q/k capture and qk-fast replay on tiny checkpoints of every supported architecture, against independent
+references: stock SDPA (capture must be invisible) and eager attention (replay must match)."""
+import numpy as np
+import pytest
+import torch
+
+from backends.hf.lm import CausalLM
+from backends.hf.prompt import PromptBuilder
+from backends.hf.reference import eager_source_attention
+from backends.models import load_causal_lm
+from policies.alignatt import AlignAttParams, scan_draft
+
+ARCHITECTURES = ["gemma4", "gemma3", "qwen3", "qwen2", "llama"]
+SOURCE = ("the committee approved the new budget for schools and hospitals after a long debate in the "
+          "regional parliament last week").split()
+
+
+def all_heads(model):
+    return [(layer, head) for layer in range(model.config.num_hidden_layers)
+            for head in range(model.config.num_attention_heads)]
+
+
+@pytest.fixture(scope="module", params=ARCHITECTURES)
+def tiny_lm(request, tiny_checkpoint):
+    model, tokenizer = load_causal_lm(str(tiny_checkpoint(request.param)))
+    return request.param, CausalLM(model, tokenizer)
+
+
+def test_capture_leaves_logits_and_greedy_tokens_unchanged(tiny_lm):
+    arch, lm = tiny_lm
+    prompt = PromptBuilder(lm.tokenizer, "en", "de").build(SOURCE, "der Ausschuss").token_ids
+    with torch.inference_mode():
+        captured = lm.model(torch.tensor([prompt]), alignatt_recorder=None).logits
+        lm.model.set_attn_implementation("sdpa")
+        stock = lm.model(torch.tensor([prompt])).logits
+        lm.model.set_attn_implementation("alignatt_sdpa")
+    assert torch.equal(captured, stock), arch
+    with_capture = lm.session(all_heads(lm.model)).draft(prompt, 12)
+    without = lm.session(None).draft(prompt, 12, capture=False)
+    assert with_capture.tokens == without.tokens
+    assert len(with_capture.tokens) > 0
+
+
+def test_replay_equals_eager_attention_and_decisions_agree(tiny_lm):
+    arch, lm = tiny_lm
+    heads = all_heads(lm.model)
+    builder = PromptBuilder(lm.tokenizer, "en", "de")
+    session = lm.session(heads)
+    # Successive steps share the cached prefix (source grows, target prefix changes): replay must stay exact.
+    for words, prefix in [(SOURCE[:9], ""), (SOURCE[:14], "der"), (SOURCE, "der Ausschuss hat")]:
+        prompt = builder.build(words, prefix)
+        window = getattr(lm.model.config, "sliding_window", None)
+        if arch in ("gemma4", "gemma3", "qwen3"):
+            assert len(prompt.token_ids) > 2 * window, "prompt must cross the sliding window"
+        draft = session.draft(prompt.token_ids, 10)
+        replayed = draft.source_attention(prompt.source_positions)
+        reference = eager_source_attention(
+            lm.model, prompt.token_ids + draft.tokens, heads, list(draft.positions), prompt.source_positions)
+        assert replayed.shape == reference.shape == (len(draft.tokens), len(heads), len(prompt.source_positions))
+        assert (replayed - reference).abs().max().item() < 1e-4
+        for border in (-3, -1, 0, 1):
+            for accessible in (prompt.word_count // 2, prompt.word_count):
+                params = AlignAttParams(border=border, median_width=3)
+                ours = scan_draft(replayed.numpy(), prompt.source_token_word, accessible, params)
+                theirs = scan_draft(reference.numpy(), prompt.source_token_word, accessible, params)
+                assert ours.accepted_tokens == theirs.accepted_tokens
+                assert [d.source_word for d in ours.decisions] == [d.source_word for d in theirs.decisions]
+
+
+def test_prefix_reuse_gives_the_same_draft_as_a_fresh_session(tiny_lm):
+    _, lm = tiny_lm
+    builder = PromptBuilder(lm.tokenizer, "en", "de")
+    reused = lm.session(all_heads(lm.model)[:3])
+    for count in (6, 7, 11):
+        prompt = builder.build(SOURCE[:count], "der")
+        first = reused.draft(prompt.token_ids, 8)
+        fresh = lm.session(None).draft(prompt.token_ids, 8, capture=False)
+        assert first.tokens == fresh.tokens
+    assert len(reused.cached_ids) >= len(prompt.token_ids)
+
+
+def test_source_map_covers_every_word_in_order(tiny_lm):
+    _, lm = tiny_lm
+    prompt = PromptBuilder(lm.tokenizer, "en", "de").build(["Hello,", "world,", "how", "are", "you?"], "Hallo")
+    assert list(np.unique(prompt.source_token_word)) == [0, 1, 2, 3, 4]
+    assert np.all(np.diff(prompt.source_positions) == 1), "the source span is contiguous"
+    encoding = lm.tokenizer(prompt.text, add_special_tokens=False)
+    assert encoding["input_ids"] == prompt.token_ids
+    source_text = lm.tokenizer.decode([prompt.token_ids[p] for p in prompt.source_positions])
+    assert "Hello, world, how are you?" in source_text

@@ -1,0 +1,89 @@
+"""The SimulEval text adapter, driven by SimulEval 1.1.4's own CLI and evaluator with a fake translator."""
+import argparse
+import json
+import sys
+from types import SimpleNamespace
+
+import pytest
+from simuleval import cli
+from simuleval.agents.actions import ReadAction, WriteAction
+from simuleval.data.segments import TextSegment
+
+from agents.harness.config import ConfigError, config_from_namespace
+from fake_agents import FakeConfig, FakeUppercaseTextAgent
+
+pytestmark = pytest.mark.harness
+
+
+def run_simuleval(tmp_path, sources, targets, *extra):
+    (tmp_path / "src.txt").write_text("\n".join(sources) + "\n")
+    (tmp_path / "tgt.txt").write_text("\n".join(targets) + "\n")
+    out = tmp_path / "out"
+    argv = ["simuleval", "--agent-class", "fake_agents.FakeUppercaseTextAgent", "--source", str(tmp_path / "src.txt"),
+            "--target", str(tmp_path / "tgt.txt"), "--output", str(out), "--no-progress-bar", *extra]
+    old = sys.argv
+    sys.argv = argv
+    try:
+        cli.main()
+    finally:
+        sys.argv = old
+    return [json.loads(line) for line in (out / "instances.log").read_text().splitlines()]
+
+
+def test_real_simuleval_cli_runs_the_protocol(tmp_path):
+    FakeUppercaseTextAgent.instances.clear()
+    instances = run_simuleval(tmp_path, ["a b c d", "e f g"], ["A B C D", "E F G"], "--lag", "2")
+    assert [i["prediction"] for i in instances] == ["A B C D", "E F G"]
+    # lag 2: the word i (1-based) is written after reading i + 2 words, the tail at the end of the source.
+    assert instances[0]["delays"] == [3, 4, 4, 4]
+    assert instances[1]["delays"] == [3, 3, 3]
+    (translator,) = FakeUppercaseTextAgent.instances
+    # One policy call per source word, the last one a flush that carries the final word; state reset in between.
+    assert translator.calls == [("feed", ("a",)), ("feed", ("b",)), ("feed", ("c",)), ("flush", ("d",)),
+                                ("feed", ("e",)), ("feed", ("f",)), ("flush", ("g",))]
+
+
+def test_char_targets_reach_simuleval_as_characters(tmp_path):
+    instances = run_simuleval(tmp_path, ["ab cd"], ["ABCD"], "--target-lang", "zh", "--eval-latency-unit", "char")
+    assert instances[0]["prediction"] == "ABCD"
+
+
+def test_stateless_policy_call_with_explicit_states():
+    agent = FakeUppercaseTextAgent(SimpleNamespace(lag=0))
+    agent.push(TextSegment(index=0, content="hello", finished=False))
+    action = agent.policy(agent.states)
+    assert isinstance(action, WriteAction) and action.content == "HELLO" and not action.finished
+    agent.push(TextSegment(index=1, content="world", finished=True))
+    action = agent.policy(agent.states)
+    assert action.content == "WORLD" and action.finished
+
+
+def test_read_when_nothing_is_ready():
+    agent = FakeUppercaseTextAgent(SimpleNamespace(lag=3))
+    agent.push(TextSegment(index=0, content="hello", finished=False))
+    assert isinstance(agent.policy(), ReadAction)
+
+
+def test_config_precedence_default_yaml_flag(tmp_path):
+    config_file = tmp_path / "op.yaml"
+    config_file.write_text("lag: 4\ntarget_lang: it\ntype: some.simulstream.Class\nspeech_chunk_size: 0.85\n")
+    parser = argparse.ArgumentParser()
+    FakeUppercaseTextAgent.add_args(parser)
+    assert config_from_namespace(FakeConfig, parser.parse_args([])) == FakeConfig()
+    from_yaml = config_from_namespace(FakeConfig, parser.parse_args(["--config", str(config_file)]))
+    assert from_yaml == FakeConfig(lag=4, target_lang="it")
+    overridden = config_from_namespace(FakeConfig, parser.parse_args(["--config", str(config_file), "--lag", "1"]))
+    assert overridden == FakeConfig(lag=1, target_lang="it")
+    # simulstream's SimulEval wrapper passes the YAML itself as a SimpleNamespace, without argparse defaults.
+    assert config_from_namespace(FakeConfig, SimpleNamespace(lag=2, speech_chunk_size=1.0)) == FakeConfig(lag=2)
+
+
+def test_unknown_and_mistyped_settings_are_clear_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("lagg: 4\n")
+    with pytest.raises(ConfigError, match="unknown setting.*lagg"):
+        config_from_namespace(FakeConfig, SimpleNamespace(config=str(bad)))
+    with pytest.raises(ConfigError, match="lag: expected int"):
+        config_from_namespace(FakeConfig, SimpleNamespace(lag="four"))
+    with pytest.raises(ConfigError, match="does not exist"):
+        config_from_namespace(FakeConfig, SimpleNamespace(config=str(tmp_path / "missing.yaml")))
