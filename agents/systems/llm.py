@@ -13,7 +13,7 @@ from backends.hf.lm import CausalLM, Draft
 from backends.hf.prompt import PromptBuilder, TranslationPrompt
 from policies.alignatt import AlignAttParams, ScanResult, scan_draft
 from policies.frontier import accessible_word_count
-from policies.units import committable_prefix_length, join_units, split_units, target_unit_for
+from policies.units import REPLACEMENT_CHARACTER, committable_prefix_length, join_units, split_units, target_unit_for
 from policies.waitk import waitk_target_budget
 
 
@@ -74,6 +74,8 @@ class LLMTranslator(StreamingTranslator):
         draft_text = self.lm.decode(draft.tokens)
         scan = None
         if final:
+            # Byte fragments that never completed a character (U+FFFD) are dropped; everything else is final.
+            draft_text = draft_text.replace(REPLACEMENT_CHARACTER, "")
             committed_length = committable_prefix_length(draft_text, "", self.target_unit)
         else:
             accepted, scan = self._accepted_tokens(prompt, draft, accessible)

