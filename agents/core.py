@@ -74,3 +74,16 @@ class StreamingTranslator(ABC):
         self.emitted_units.extend(emission.new_units)
         return emission
 
+
+class SpeechStreamingTranslator(StreamingTranslator):
+    """A streaming translator fed audio: 16 kHz mono float32 in [-1, 1]; stream time = samples fed / 16000."""
+
+    SAMPLE_RATE = 16_000
+
+    @abstractmethod
+    def feed_audio(self, samples) -> Emission:
+        """Add the next audio samples (a 1-D float32 array at 16 kHz) and return what can now be emitted."""
+
+    def feed(self, words: Sequence[SourceWord]) -> Emission:
+        raise TypeError(f"{type(self).__name__} reads audio: call feed_audio(samples)")
+

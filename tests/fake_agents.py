@@ -1,9 +1,9 @@
 """Fake translators for exercising the SimulEval adapter protocol without a model (names say they are fakes)."""
 from dataclasses import dataclass
 
-from agents.core import Emission, StreamingTranslator
+from agents.core import Emission, SpeechStreamingTranslator, StreamingTranslator
 from agents.harness.config import knob
-from agents.harness.simuleval import StreamingTextAgent
+from agents.harness.simuleval import StreamingSpeechAgent, StreamingTextAgent
 
 
 @dataclass(frozen=True)
@@ -44,5 +44,41 @@ class FakeUppercaseTextAgent(StreamingTextAgent):
     @classmethod
     def build_translator(cls, config):
         translator = FakeUppercaseTranslator(config)
+        cls.instances.append(translator)
+        return translator
+
+
+class FakeSecondCounterTranslator(SpeechStreamingTranslator):
+    """Writes "1s", "2s", ... as each full second of 16 kHz audio arrives; records the audio it was fed."""
+
+    def __init__(self):
+        super().__init__("word")
+        self.samples_seen = 0
+        self.chunks: list = []
+        self.stream_lengths: list[int] = []  # samples per finished stream, recorded at reset
+
+    def reset(self):
+        super().reset()
+        if self.samples_seen:
+            self.stream_lengths.append(self.samples_seen)
+        self.samples_seen = 0
+
+    def feed_audio(self, samples):
+        self.chunks.append(samples)
+        self.samples_seen += len(samples)
+        seconds = self.samples_seen // self.SAMPLE_RATE
+        return self._emit(Emission(new_units=tuple(f"{i}s" for i in range(len(self.emitted_units) + 1, seconds + 1))))
+
+    def flush(self, words=()):
+        return self._emit(Emission(new_units=("end",)))
+
+
+class FakeSecondCounterSpeechAgent(StreamingSpeechAgent):
+    config_class = FakeConfig
+    instances: list = []
+
+    @classmethod
+    def build_translator(cls, config):
+        translator = FakeSecondCounterTranslator()
         cls.instances.append(translator)
         return translator

@@ -87,3 +87,38 @@ def test_unknown_and_mistyped_settings_are_clear_errors(tmp_path):
         config_from_namespace(FakeConfig, SimpleNamespace(lag="four"))
     with pytest.raises(ConfigError, match="does not exist"):
         config_from_namespace(FakeConfig, SimpleNamespace(config=str(tmp_path / "missing.yaml")))
+
+
+def test_speech_agent_resamples_to_16k_and_flushes_once(tmp_path):
+    import numpy as np
+    import soundfile
+
+    from fake_agents import FakeSecondCounterSpeechAgent
+
+    FakeSecondCounterSpeechAgent.instances.clear()
+    rate = 22_050
+    durations = [2.5, 1.2]
+    wavs = []
+    for index, seconds in enumerate(durations):
+        t = np.arange(int(seconds * rate)) / rate
+        path = tmp_path / f"tone{index}.wav"
+        soundfile.write(path, 0.3 * np.sin(2 * np.pi * 440 * t), rate, subtype="PCM_16")
+        wavs.append(str(path))
+    (tmp_path / "src.txt").write_text("\n".join(wavs) + "\n")
+    (tmp_path / "tgt.txt").write_text("1s 2s end\n1s end\n")
+    argv = ["simuleval", "--agent-class", "fake_agents.FakeSecondCounterSpeechAgent", "--source",
+            str(tmp_path / "src.txt"), "--target", str(tmp_path / "tgt.txt"), "--output", str(tmp_path / "out"),
+            "--source-segment-size", "300", "--no-progress-bar", "--latency-metrics", "AL"]
+    old, sys.argv = sys.argv, argv
+    try:
+        cli.main()
+    finally:
+        sys.argv = old
+    instances = [json.loads(line) for line in (tmp_path / "out" / "instances.log").read_text().splitlines()]
+    assert [i["prediction"] for i in instances] == ["1s 2s end", "1s end"]
+    # "1s" is written once 1 s of audio has arrived: the 300 ms segment that crosses it ends at 1.2 s.
+    assert instances[0]["delays"][0] == pytest.approx(1200, abs=1)
+    (translator,) = FakeSecondCounterSpeechAgent.instances
+    # Each stream started from zero (reset) and all of its audio reached the translator at 16 kHz.
+    assert translator.stream_lengths == [pytest.approx(d * 16_000, abs=2) for d in durations]
+    assert all(chunk.dtype == np.float32 and chunk.ndim == 1 for chunk in translator.chunks)

@@ -1,4 +1,5 @@
-"""SimulEval 1.1.4 adapters: drive a `StreamingTranslator` through SimulEval's text-to-text agent protocol.
+"""SimulEval 1.1.4 adapters: drive a `StreamingTranslator` through SimulEval's text-to-text and speech-to-text
+agent protocols.
 
 One policy call per source segment; when the source is finished everything is flushed in that same call and the
 write is marked finished, so SimulEval resets the states (and we reset the translator) before the next instance.
@@ -9,7 +10,7 @@ import argparse
 from typing import Type
 
 try:
-    from simuleval.agents import TextToTextAgent
+    from simuleval.agents import SpeechToTextAgent, TextToTextAgent
     from simuleval.agents.actions import ReadAction, WriteAction
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -17,18 +18,17 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         "(its pins on tqdm and bitarray conflict with transformers; `make install` does this)"
     ) from error
 
-from agents.core import SourceWord, StreamingTranslator, join_units
+from agents.core import Emission, SourceWord, SpeechStreamingTranslator, StreamingTranslator, join_units
+from agents.harness.audio import StreamResampler
 from agents.harness.config import add_config_args, config_from_namespace
 
 
-class StreamingTextAgent(TextToTextAgent):
-    """Base SimulEval text agent; subclasses set `config_class` and implement `build_translator(config)`."""
+class _TranslatorAgent:
+    """Configuration and translator ownership shared by the text and speech agents."""
 
     config_class: Type = None
 
-    def __init__(self, args: argparse.Namespace | None = None, translator: StreamingTranslator | None = None):
-        self.translator = None
-        super().__init__(args)  # calls reset()
+    def _setup(self, args, translator) -> None:
         self.config = config_from_namespace(self.config_class, args if args is not None else argparse.Namespace())
         self.translator = translator if translator is not None else self.build_translator(self.config)
         self.reset()
@@ -41,8 +41,22 @@ class StreamingTextAgent(TextToTextAgent):
     def build_translator(cls, config) -> StreamingTranslator:
         raise NotImplementedError
 
+    def _write(self, emission: Emission, finished: bool):
+        if emission.new_units or finished:
+            return WriteAction(join_units(emission.new_units, self.translator.target_unit), finished=finished)
+        return ReadAction()
+
+
+class StreamingTextAgent(_TranslatorAgent, TextToTextAgent):
+    """Base SimulEval text agent; subclasses set `config_class` and implement `build_translator(config)`."""
+
+    def __init__(self, args: argparse.Namespace | None = None, translator: StreamingTranslator | None = None):
+        self.translator = None
+        TextToTextAgent.__init__(self, args)  # calls reset()
+        self._setup(args, translator)
+
     def reset(self) -> None:
-        super().reset()
+        TextToTextAgent.reset(self)
         self.words_fed = 0
         if self.translator is not None:
             self.translator.reset()
@@ -52,9 +66,35 @@ class StreamingTextAgent(TextToTextAgent):
         new_words = [SourceWord(word) for word in states.source[self.words_fed:]]
         self.words_fed = len(states.source)
         if states.source_finished:
-            final = self.translator.flush(new_words)
-            return WriteAction(join_units(final.new_units, self.translator.target_unit), finished=True)
-        emission = self.translator.feed(new_words)
-        if emission.new_units:
-            return WriteAction(join_units(emission.new_units, self.translator.target_unit), finished=False)
-        return ReadAction()
+            return self._write(self.translator.flush(new_words), finished=True)
+        return self._write(self.translator.feed(new_words), finished=False)
+
+
+class StreamingSpeechAgent(_TranslatorAgent, SpeechToTextAgent):
+    """Base SimulEval speech agent: audio arrives at the file's native rate as lists; it is resampled to 16 kHz as
+    one stream and fed to a `SpeechStreamingTranslator`. SimulEval makes exactly one call after the last segment,
+    so everything is flushed there."""
+
+    def __init__(self, args: argparse.Namespace | None = None, translator: SpeechStreamingTranslator | None = None):
+        self.translator = None
+        self.resampler = StreamResampler()
+        SpeechToTextAgent.__init__(self, args)
+        self._setup(args, translator)
+
+    def reset(self) -> None:
+        SpeechToTextAgent.reset(self)
+        self.samples_fed = 0
+        self.resampler.reset()
+        if self.translator is not None:
+            self.translator.reset()
+
+    def policy(self, states=None):
+        states = states or self.states
+        new_samples = states.source[self.samples_fed:]
+        self.samples_fed = len(states.source)
+        audio = self.resampler.push(new_samples, states.source_sample_rate, last=states.source_finished)
+        emission = self.translator.feed_audio(audio) if len(audio) else Emission()
+        if states.source_finished:
+            final = self.translator.flush()
+            return self._write(Emission(new_units=emission.new_units + final.new_units), finished=True)
+        return self._write(emission, finished=False)
