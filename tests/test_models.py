@@ -1,9 +1,11 @@
 """Tests for where weights come from (`backends.models`) and the tiny test checkpoints (`backends.tiny`): round
-trips are bit-identical, windows and KV sharing survive saving, and bad model specs fail with clear errors."""
+trips are bit-identical, windows and KV sharing survive saving, multimodal Gemma checkpoints load as their text
+decoder alone, and bad model specs fail with clear errors."""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import sys
@@ -23,7 +25,16 @@ from backends.models import (
     load_causal_lm,
     resolve_model,
 )
-from backends.tiny import TINY_ARCHITECTURES, TINY_CORPUS, TINY_SLIDING_WINDOW, build_tiny_model, main
+from backends.tiny import (
+    TINY_ARCHITECTURES,
+    TINY_CORPUS,
+    TINY_MULTIMODAL_ARCHITECTURES,
+    TINY_SLIDING_WINDOW,
+    build_tiny_model,
+    build_tiny_multimodal_checkpoint,
+    build_tiny_multimodal_model,
+    main,
+)
 
 PROMPT_TEXT = "In 2024 the cat sat on the mat. Die Katze saß auf der Matte. 猫坐在垫子上。 Il gatto dorme."
 SYSTEM = {"role": "system", "content": "Translate the English text into German."}
@@ -93,9 +104,8 @@ def _attention_rows(path: Path, length: int) -> tuple[list[torch.Tensor], object
     return [layer[0, :, -1, :] for layer in output.attentions], model  # last query row, per head
 
 
-@pytest.mark.parametrize("arch", ["gemma4", "gemma3", "qwen3"])
-def test_sliding_layers_really_slide(arch: str, tiny_checkpoint: Callable[[str], Path]) -> None:
-    rows, model = _attention_rows(tiny_checkpoint(arch), length=40)
+def _assert_sliding_layers_slide(path: Path) -> None:
+    rows, model = _attention_rows(path, length=40)
     layer_types = model.config.layer_types
     assert "sliding_attention" in layer_types and "full_attention" in layer_types
     for row, layer_type in zip(rows, layer_types, strict=True):
@@ -106,13 +116,122 @@ def test_sliding_layers_really_slide(arch: str, tiny_checkpoint: Callable[[str],
             assert int(attended.min()) == 40
 
 
-def test_gemma4_has_kv_shared_layers(tiny_checkpoint: Callable[[str], Path]) -> None:
-    model, _ = load_causal_lm(str(tiny_checkpoint("gemma4")))
+def _assert_gemma4_kv_sharing(model: torch.nn.Module) -> None:
     assert type(model).__name__ == "Gemma4ForCausalLM"
     attentions = [layer.self_attn for layer in model.model.layers]
     shared = [attention.is_kv_shared_layer for attention in attentions]
     assert shared == [False] * 8 + [True] * 4
     assert {attention.is_sliding for attention, is_shared in zip(attentions, shared) if is_shared} == {True, False}
+
+
+@pytest.mark.parametrize("arch", ["gemma4", "gemma3", "qwen3"])
+def test_sliding_layers_really_slide(arch: str, tiny_checkpoint: Callable[[str], Path]) -> None:
+    _assert_sliding_layers_slide(tiny_checkpoint(arch))
+
+
+def test_gemma4_has_kv_shared_layers(tiny_checkpoint: Callable[[str], Path]) -> None:
+    model, _ = load_causal_lm(str(tiny_checkpoint("gemma4")))
+    _assert_gemma4_kv_sharing(model)
+
+
+@pytest.fixture(scope="module")
+def tiny_multimodal_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """Factory: tiny_multimodal_checkpoint("gemma4") -> a saved multimodal HF directory, built once per module."""
+    built: dict[str, Path] = {}
+
+    def checkpoint(arch: str) -> Path:
+        if arch not in built:
+            built[arch] = build_tiny_multimodal_checkpoint(arch, tmp_path_factory.mktemp(f"tiny-{arch}-multimodal"))
+        return built[arch]
+
+    return checkpoint
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.parametrize("arch", TINY_MULTIMODAL_ARCHITECTURES)
+def test_multimodal_checkpoint_loads_as_its_text_decoder(
+    arch: str, tiny_multimodal_checkpoint: Callable[[str], Path]
+) -> None:
+    path = tiny_multimodal_checkpoint(arch)
+    assert AutoConfig.from_pretrained(path).model_type == arch  # as in google/gemma-4-E4B-it: towers + text_config
+    records = _Records()
+    transformers_logger = logging.getLogger("transformers.modeling_utils")
+    transformers_logger.addHandler(records)
+    try:
+        model, tokenizer = load_causal_lm(str(path))
+    finally:
+        transformers_logger.removeHandler(records)
+    assert not [message for message in records.messages if "LOAD REPORT" in message]  # unread towers: no noise
+    reference, reference_tokenizer = build_tiny_multimodal_model(arch, seed=0)
+    assert type(reference).__name__ == f"{arch.capitalize()}ForConditionalGeneration"
+    assert type(model).__name__ == f"{arch.capitalize()}ForCausalLM"
+    text_config = reference.config.get_text_config(decoder=True)
+    assert model.config.model_type == text_config.model_type == f"{arch}_text"
+    assert (model.config.num_hidden_layers, model.config.num_attention_heads) == (
+        text_config.num_hidden_layers,
+        text_config.num_attention_heads,
+    )
+    # Only the text decoder: each layer index belongs to exactly one attention module (with the towers, the vision
+    # and audio attention layers would reuse indices 0, 1, ...).
+    layer_indices = sorted(m.layer_idx for m in model.modules() if type(m).__name__.endswith("Attention"))
+    assert layer_indices == list(range(model.config.num_hidden_layers))
+    assert not any(word in name for name, _ in model.named_modules() for word in ("tower", "vision", "audio"))
+    assert tokenizer.chat_template == reference_tokenizer.chat_template
+    prompt = tokenizer.apply_chat_template([SYSTEM, USER], tokenize=False, add_generation_prompt=True)
+    ids = tokenizer(prompt + PROMPT_TEXT, return_tensors="pt", add_special_tokens=False).input_ids
+    assert ids[0].tolist() == reference_tokenizer(prompt + PROMPT_TEXT, add_special_tokens=False).input_ids
+    with torch.no_grad():  # the full multimodal model's text-only forward
+        torch.testing.assert_close(model(ids).logits, reference(ids).logits, atol=1e-5, rtol=0)
+    assert model.dtype == torch.float32 and not model.training
+    assert (model.config.bos_token_id, model.config.eos_token_id, model.config.pad_token_id) == (
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+    )
+
+
+def test_multimodal_gemma4_keeps_kv_shared_and_sliding_layers_under_capture(
+    tiny_multimodal_checkpoint: Callable[[str], Path],
+) -> None:
+    from backends.hf.lm import CausalLM
+
+    _assert_sliding_layers_slide(tiny_multimodal_checkpoint("gemma4"))
+    model, tokenizer = load_causal_lm(str(tiny_multimodal_checkpoint("gemma4")))
+    _assert_gemma4_kv_sharing(model)
+    # The q/k capture (which the full model's audio tower would refuse: it has no SDPA) records every text layer.
+    lm = CausalLM(model, tokenizer)
+    heads = [(layer, 0) for layer in range(model.config.num_hidden_layers)]
+    draft = lm.session(heads).draft(_long_prompt_ids(tokenizer, 24)[0].tolist(), 3)
+    assert draft.recorder.seen_layers == set(range(model.config.num_hidden_layers))
+
+
+def test_multimodal_text_weights_not_found_fail_clearly(
+    tmp_path: Path, tiny_multimodal_checkpoint: Callable[[str], Path]
+) -> None:
+    from safetensors.torch import load_file, save_file
+
+    moved = shutil.copytree(tiny_multimodal_checkpoint("gemma4"), tmp_path / "moved")
+    weights = load_file(moved / "model.safetensors")
+    renamed = {key.replace("model.language_model.", "model.text_decoder."): value for key, value in weights.items()}
+    save_file(renamed, moved / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ModelLoadError, match="weights of its text decoder .Gemma4ForCausalLM. are not where expected"):
+        load_causal_lm(str(moved))
+
+
+def test_tiny_cli_writes_a_multimodal_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gemma3", str(tmp_path / "gemma3"), "--multimodal"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "gemma3")
+    assert AutoConfig.from_pretrained(tmp_path / "gemma3").model_type == "gemma3"
+    with pytest.raises(SystemExit):
+        main(["llama", str(tmp_path / "llama"), "--multimodal"])
 
 
 def test_tiny_cli_writes_a_loadable_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
