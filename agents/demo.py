@@ -5,7 +5,6 @@ SimulEval's BLEU and latency scores. Runs offline on 2 CPU cores in a few minute
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -21,25 +20,23 @@ SENTENCES = [
 
 
 def main(output_dir: str = "runs/demo") -> None:
-    from simuleval import cli
+    from agents.harness.simuleval import run_simuleval_cli
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "source.txt").write_text("\n".join(source for source, _ in SENTENCES) + "\n")
     (out / "target.txt").write_text("\n".join(target for _, target in SENTENCES) + "\n")
-    argv = [
-        "simuleval", "--agent-class", "agents.alignatt4llm.TextAgent",
+    arguments = [
+        "--agent-class", "agents.alignatt4llm.TextAgent",
         "--config", str(eval_configs.path("alignatt4llm_text_cpu")),
         "--source", str(out / "source.txt"), "--target", str(out / "target.txt"),
         "--output", str(out / "alignatt"), "--quality-metrics", "BLEU", "--latency-metrics", "LAAL", "AL",
         "--no-progress-bar",
     ]
-    print("$", " ".join(argv), flush=True)
-    sys.argv = argv
-    cli.main()
+    print("$ simuleval", " ".join(arguments), flush=True)
+    instances = run_simuleval_cli(arguments)
     print("\nWhat was written after which source word (SimulEval's instances.log):")
-    for line in (out / "alignatt" / "instances.log").read_text().splitlines():
-        instance = json.loads(line)
+    for instance in instances:
         words = instance["source"].split() if isinstance(instance["source"], str) else instance["source"]
         print(f"\n  source: {' '.join(words)}")
         for word, delay in zip(instance["prediction"].split(), instance["delays"]):

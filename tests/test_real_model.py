@@ -1,9 +1,5 @@
 """Parity and harness runs on the embedded real model (Qwen2.5-Coder-0.5B-Instruct, dequantised from PyPI GGUF):
 replayed attention against eager attention on 50 prompts, capture invisibility, and SimulEval CLI runs."""
-import json
-import sys
-
-import numpy as np
 import pytest
 import torch
 
@@ -92,23 +88,17 @@ def test_capture_is_invisible_on_the_real_model(real_lm):
 @pytest.mark.harness
 @pytest.mark.parametrize("agent,config", [("TextAgent", "alignatt4llm_text_cpu"), ("WaitkTextAgent", "waitk_text_cpu")])
 def test_simuleval_cli_runs_the_agents_on_real_sentences(tmp_path, agent, config, embedded_model_path):
-    from simuleval import cli
-
     import eval_configs
+    from agents.harness.simuleval import run_simuleval_cli
 
     sources = ["What is simultaneous speech translation?", "We evaluate our model on three language pairs."]
     targets = ["Was ist simultane Sprachübersetzung?", "Wir evaluieren unser Modell an drei Sprachpaaren."]
     (tmp_path / "src.txt").write_text("\n".join(sources) + "\n")
     (tmp_path / "tgt.txt").write_text("\n".join(targets) + "\n")
-    argv = ["simuleval", "--agent-class", f"agents.alignatt4llm.{agent}", "--config", str(eval_configs.path(config)),
-            "--source", str(tmp_path / "src.txt"), "--target", str(tmp_path / "tgt.txt"),
-            "--output", str(tmp_path / "out"), "--no-progress-bar", "--latency-metrics", "LAAL", "AL"]
-    old, sys.argv = sys.argv, argv
-    try:
-        cli.main()
-    finally:
-        sys.argv = old
-    instances = [json.loads(line) for line in (tmp_path / "out" / "instances.log").read_text().splitlines()]
+    instances = run_simuleval_cli([
+        "--agent-class", f"agents.alignatt4llm.{agent}", "--config", str(eval_configs.path(config)),
+        "--source", str(tmp_path / "src.txt"), "--target", str(tmp_path / "tgt.txt"),
+        "--output", str(tmp_path / "out"), "--no-progress-bar", "--latency-metrics", "LAAL", "AL"])
     assert len(instances) == 2
     for instance, source in zip(instances, sources):
         assert instance["prediction"].strip(), "a translation was produced"

@@ -1,15 +1,13 @@
 """The SimulEval text adapter, driven by SimulEval 1.1.4's own CLI and evaluator with a fake translator."""
 import argparse
-import json
-import sys
 from types import SimpleNamespace
 
 import pytest
-from simuleval import cli
 from simuleval.agents.actions import ReadAction, WriteAction
 from simuleval.data.segments import TextSegment
 
 from agents.harness.config import ConfigError, config_from_namespace
+from agents.harness.simuleval import run_simuleval_cli
 from fake_agents import FakeConfig, FakeUppercaseTextAgent
 
 pytestmark = pytest.mark.harness
@@ -18,16 +16,9 @@ pytestmark = pytest.mark.harness
 def run_simuleval(tmp_path, sources, targets, *extra):
     (tmp_path / "src.txt").write_text("\n".join(sources) + "\n")
     (tmp_path / "tgt.txt").write_text("\n".join(targets) + "\n")
-    out = tmp_path / "out"
-    argv = ["simuleval", "--agent-class", "fake_agents.FakeUppercaseTextAgent", "--source", str(tmp_path / "src.txt"),
-            "--target", str(tmp_path / "tgt.txt"), "--output", str(out), "--no-progress-bar", *extra]
-    old = sys.argv
-    sys.argv = argv
-    try:
-        cli.main()
-    finally:
-        sys.argv = old
-    return [json.loads(line) for line in (out / "instances.log").read_text().splitlines()]
+    return run_simuleval_cli(["--agent-class", "fake_agents.FakeUppercaseTextAgent", "--source", str(tmp_path / "src.txt"),
+                              "--target", str(tmp_path / "tgt.txt"), "--output", str(tmp_path / "out"),
+                              "--no-progress-bar", *extra])
 
 
 def test_real_simuleval_cli_runs_the_protocol(tmp_path):
@@ -106,15 +97,10 @@ def test_speech_agent_resamples_to_16k_and_flushes_once(tmp_path):
         wavs.append(str(path))
     (tmp_path / "src.txt").write_text("\n".join(wavs) + "\n")
     (tmp_path / "tgt.txt").write_text("1s 2s end\n1s end\n")
-    argv = ["simuleval", "--agent-class", "fake_agents.FakeSecondCounterSpeechAgent", "--source",
-            str(tmp_path / "src.txt"), "--target", str(tmp_path / "tgt.txt"), "--output", str(tmp_path / "out"),
-            "--source-segment-size", "300", "--no-progress-bar", "--latency-metrics", "AL"]
-    old, sys.argv = sys.argv, argv
-    try:
-        cli.main()
-    finally:
-        sys.argv = old
-    instances = [json.loads(line) for line in (tmp_path / "out" / "instances.log").read_text().splitlines()]
+    instances = run_simuleval_cli([
+        "--agent-class", "fake_agents.FakeSecondCounterSpeechAgent", "--source", str(tmp_path / "src.txt"),
+        "--target", str(tmp_path / "tgt.txt"), "--output", str(tmp_path / "out"), "--source-segment-size", "300",
+        "--no-progress-bar", "--latency-metrics", "AL"])
     assert [i["prediction"] for i in instances] == ["1s 2s end", "1s end"]
     # "1s" is written once 1 s of audio has arrived: the 300 ms segment that crosses it ends at 1.2 s.
     assert instances[0]["delays"][0] == pytest.approx(1200, abs=1)

@@ -7,7 +7,7 @@ write is marked finished, so SimulEval resets the states (and we reset the trans
 from __future__ import annotations
 
 import argparse
-from typing import Type
+from typing import Sequence, Type
 
 try:
     from simuleval.agents import SpeechToTextAgent, TextToTextAgent
@@ -98,3 +98,24 @@ class StreamingSpeechAgent(_TranslatorAgent, SpeechToTextAgent):
             final = self.translator.flush()
             return self._write(Emission(new_units=emission.new_units + final.new_units), finished=True)
         return self._write(emission, finished=False)
+
+
+def run_simuleval_cli(arguments: Sequence[str]) -> list[dict]:
+    """Run SimulEval's own command line in this process, as `simuleval ARGUMENTS`, and return the instances it
+    logged to `--output DIR` (one dict per source line)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from simuleval import cli
+
+    arguments = list(arguments)
+    if "--output" not in arguments:
+        raise ValueError("run_simuleval_cli needs --output DIR to read the instances back")
+    previous, sys.argv = sys.argv, ["simuleval", *arguments]
+    try:
+        cli.main()
+    finally:
+        sys.argv = previous
+    log = Path(arguments[arguments.index("--output") + 1]) / "instances.log"
+    return [json.loads(line) for line in log.read_text().splitlines()]
