@@ -2,6 +2,7 @@
 + qk-fast replay + the AlignAtt policy, and the eager-attention reference (output_attentions at every step).
 
     python benchmarks/alignatt_capture.py [--model embedded] [--prompts 12] [--max-new-tokens 16]
+                                          [--context-sentences 0]
 
 Targets (issue 2): capture path <= 1.15x plain decoding and >= 2x faster than the eager reference.
 """
@@ -31,12 +32,14 @@ SENTENCES = [
 ]
 
 
-def prompts(builder: PromptBuilder, count: int):
+def prompts(builder: PromptBuilder, count: int, context_sentences: int):
+    """Partial sources (a third, two thirds, all of a sentence), after `context_sentences` earlier sentences."""
     built = []
     for index in range(count):
+        context = [w for k in range(context_sentences) for w in SENTENCES[(index + 1 + k) % len(SENTENCES)].split()]
         words = SENTENCES[index % len(SENTENCES)].split()
         cut = max(3, len(words) * (1 + index % 3) // 3)
-        built.append(builder.build(words[:cut], ""))
+        built.append(builder.build(context + words[:cut], ""))
     return built
 
 
@@ -77,6 +80,8 @@ def main() -> None:
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--prompts", type=int, default=12)
     parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--context-sentences", type=int, default=0,
+                        help="earlier sentences prepended to each source (longer prompts, as with talk context)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     args = parser.parse_args()
     if args.threads:
@@ -86,7 +91,7 @@ def main() -> None:
     config = AlignAttConfig(model=args.model)
     heads = resolve_heads(config).heads
     params = AlignAttParams(border=-2)
-    built = prompts(PromptBuilder(tokenizer, "en", "de"), args.prompts)
+    built = prompts(PromptBuilder(tokenizer, "en", "de"), args.prompts, args.context_sentences)
     time_plain(lm, built[0].token_ids, 4)  # warm-up
     results = {"plain": [], "capture": [], "eager": []}
     for prompt in built:  # interleaved, so drift in machine load hits all three alike
