@@ -17,7 +17,10 @@ from backends.hf.replay import replay_attention
 
 @dataclass
 class Draft:
-    """A greedy continuation of a prompt. `finished` means it ended with a stop token (not included in `tokens`)."""
+    """A greedy continuation of a prompt. `finished` means it ended with a stop token (not included in `tokens`).
+
+    Its captured q/k live in the session's recorder: `source_attention` is valid until the session drafts again.
+    """
 
     prompt_length: int
     tokens: list[int] = field(default_factory=list)
