@@ -88,3 +88,14 @@ def test_source_map_covers_every_word_in_order(tiny_lm):
     assert encoding["input_ids"] == prompt.token_ids
     source_text = lm.tokenizer.decode([prompt.token_ids[p] for p in prompt.source_positions])
     assert "Hello, world, how are you?" in source_text
+
+
+def test_a_stale_draft_refuses_to_replay(tiny_lm):
+    _, lm = tiny_lm
+    prompt = PromptBuilder(lm.tokenizer, "en", "de").build(SOURCE[:5], "")
+    session = lm.session(all_heads(lm.model)[:2])
+    first = session.draft(prompt.token_ids, 3)
+    first.source_attention(prompt.source_positions)
+    session.draft(prompt.token_ids, 3)
+    with pytest.raises(RuntimeError, match="drafted again"):
+        first.source_attention(prompt.source_positions)

@@ -89,6 +89,7 @@ class QKRecorder:
         self._new = 0
         self._record_queries = False
         self.seen_layers: set[int] = set()
+        self.generation = 0  # drafts decoded so far; a draft's rows are valid only while this is unchanged
 
     # -- driven by the decode session -------------------------------------------------------------------------
     def begin(self, start: int, new_positions: int, record_queries: bool) -> None:

@@ -26,6 +26,7 @@ class Draft:
     tokens: list[int] = field(default_factory=list)
     finished: bool = False
     recorder: QKRecorder | None = None
+    generation: int = 0  # the recorder's draft count when this draft was made
 
     @property
     def positions(self) -> range:
@@ -36,6 +37,8 @@ class Draft:
         """Replayed [T, H, S] attention of the first `rows` draft rows (default all) to `source_positions`."""
         if self.recorder is None:
             raise RuntimeError("this draft was decoded without q/k capture")
+        if self.recorder.generation != self.generation:
+            raise RuntimeError("this draft's captured q/k were overwritten: the session has drafted again since")
         count = len(self.tokens) if rows is None else rows
         return replay_attention(self.recorder, range(self.prompt_length, self.prompt_length + count), source_positions)
 
@@ -115,8 +118,11 @@ class DecodeSession:
         if capture and recorder is None:
             raise ValueError("capture requested but the session was opened without heads")
         prompt_ids = list(prompt_ids)
+        if self.recorder is not None:
+            self.recorder.generation += 1
         logits = self._prefill(prompt_ids, recorder)
-        draft = Draft(prompt_length=len(prompt_ids), recorder=recorder)
+        draft = Draft(prompt_length=len(prompt_ids), recorder=recorder,
+                      generation=self.recorder.generation if self.recorder is not None else 0)
         while True:
             token = int(torch.argmax(logits[0, -1]))
             if token in self.lm.stop_token_ids:
