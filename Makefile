@@ -24,7 +24,7 @@ demo: install
 	$(PY) -m agents.demo
 
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=10
 
 test-fast: install
 	$(PY) -m pytest -q -m "not real_model and not harness"
