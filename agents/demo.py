@@ -30,7 +30,7 @@ def main(output_dir: str = "runs/demo") -> None:
         "--agent-class", "agents.alignatt4llm.TextAgent",
         "--config", str(eval_configs.path("alignatt4llm_text_cpu")),
         "--source", str(out / "source.txt"), "--target", str(out / "target.txt"),
-        "--output", str(out / "alignatt"), "--quality-metrics", "BLEU", "--latency-metrics", "LAAL", "AL",
+        "--output", str(out / "alignatt"), "--quality-metrics", "BLEU", "CHRF", "--latency-metrics", "LAAL", "AL",
         "--no-progress-bar",
     ]
     print("$ simuleval", " ".join(arguments), flush=True)

@@ -34,6 +34,17 @@ def test_real_simuleval_cli_runs_the_protocol(tmp_path):
                                 ("feed", ("e",)), ("feed", ("f",)), ("flush", ("g",))]
 
 
+def test_chrf_is_scored_next_to_bleu(tmp_path):
+    from sacrebleu.metrics import CHRF
+
+    run_simuleval(tmp_path, ["a bb ccc", "dd e"], ["A BB CC", "DD E F"], "--lag", "1",
+                  "--quality-metrics", "BLEU", "CHRF")
+    header, values = (tmp_path / "out" / "scores.tsv").read_text().splitlines()[:2]
+    scores = dict(zip(header.split("\t"), values.split("\t")))
+    expected = CHRF().corpus_score(["A BB CCC", "DD E"], [["A BB CC", "DD E F"]]).score
+    assert float(scores["CHRF"]) == pytest.approx(expected, abs=1e-3)
+
+
 def test_char_targets_reach_simuleval_as_characters(tmp_path):
     instances = run_simuleval(tmp_path, ["ab cd"], ["ABCD"], "--target-lang", "zh", "--eval-latency-unit", "char")
     assert instances[0]["prediction"] == "ABCD"

@@ -12,6 +12,7 @@ from typing import Sequence, Type
 try:
     from simuleval.agents import SpeechToTextAgent, TextToTextAgent
     from simuleval.agents.actions import ReadAction, WriteAction
+    from simuleval.evaluator.scorers.quality_scorer import QualityScorer, register_quality_scorer
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "SimulEval is not installed: `pip install 'simulagents[simuleval]'` then `pip install --no-deps simuleval==1.1.4` "
@@ -21,6 +22,27 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 from agents.core import Emission, SourceWord, SpeechStreamingTranslator, StreamingTranslator, join_units
 from agents.harness.audio import StreamResampler
 from agents.harness.config import add_config_args, config_from_namespace
+
+
+@register_quality_scorer("CHRF")
+class ChrFScorer(QualityScorer):
+    """chrF (sacrebleu defaults) for `--quality-metrics CHRF`: SimulEval 1.1.4 ships only BLEU. Registered when
+    any of our agents is imported, i.e. whenever SimulEval loads one with --agent-class."""
+
+    def __call__(self, instances) -> float:
+        from sacrebleu.metrics import CHRF
+
+        predictions = [instance.prediction for instance in instances.values()]
+        references = [instance.reference.strip() for instance in instances.values()]
+        return CHRF().corpus_score(predictions, [references]).score
+
+    @staticmethod
+    def add_args(parser) -> None:
+        pass
+
+    @classmethod
+    def from_args(cls, args) -> "ChrFScorer":
+        return cls()
 
 
 class _TranslatorAgent:
