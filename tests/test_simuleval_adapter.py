@@ -1,5 +1,6 @@
 """The SimulEval text adapter, driven by SimulEval 1.1.4's own CLI and evaluator with a fake translator."""
 import argparse
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -119,3 +120,25 @@ def test_speech_agent_resamples_to_16k_and_flushes_once(tmp_path):
     # Each stream started from zero (reset) and all of its audio reached the translator at 16 kHz.
     assert translator.stream_lengths == [pytest.approx(d * 16_000, abs=2) for d in durations]
     assert all(chunk.dtype == np.float32 and chunk.ndim == 1 for chunk in translator.chunks)
+
+
+def test_console_script_with_the_plugin_dir_scores_chrf(tmp_path):
+    """The real `simuleval` executable in a subprocess, as users run it."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "src.txt").write_text("a bb ccc\n")
+    (tmp_path / "tgt.txt").write_text("A BB CCC\n")
+    executable = Path(sys.executable).with_name("simuleval")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests")])}
+    result = subprocess.run(
+        [str(executable), "--user-dir", str(repo / "agents" / "simuleval_plugins"),
+         "--agent-class", "fake_agents.FakeUppercaseTextAgent", "--source", str(tmp_path / "src.txt"),
+         "--target", str(tmp_path / "tgt.txt"), "--output", str(tmp_path / "out"),
+         "--quality-metrics", "BLEU", "CHRF", "--no-progress-bar"],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    header, values = (tmp_path / "out" / "scores.tsv").read_text().splitlines()[:2]
+    assert float(dict(zip(header.split("\t"), values.split("\t")))["CHRF"]) == pytest.approx(100.0)
