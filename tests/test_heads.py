@@ -1,0 +1,41 @@
+"""Head sets: the published defaults match the authors' files, shipped calibrations load, files round-trip."""
+import json
+
+import pytest
+
+from backends.heads import PUBLISHED_HEADS, HeadFileError, HeadSet, default_heads, load_heads, save_heads
+
+
+def test_published_defaults_are_the_authors_top_8(shared_data):
+    for (model, direction), heads in PUBLISHED_HEADS.items():
+        name = model.replace("/", "_").replace(".", "_")
+        path = shared_data / "alignatt_heads" / f"translation_heads_{name}_{direction}.json"
+        assert load_heads(path, top_k=8).heads == heads, path.name
+
+
+def test_shipped_calibrations_are_defaults_for_the_embedded_model():
+    for target in ("de", "it", "zh"):
+        head_set = default_heads("embedded", "en", target, top_k=8)
+        assert len(head_set.heads) == 8 and head_set.direction == f"en-{target}"
+        assert list(head_set.scores) == sorted(head_set.scores, reverse=True)
+        assert head_set.metadata["split"] == "calibration"
+
+
+def test_a_local_copy_of_a_known_model_gets_its_heads():
+    assert default_heads("/models/gemma-4-E4B-it", "en", "de").heads == PUBLISHED_HEADS[("google/gemma-4-E4B-it",
+                                                                                          "en-de")]
+
+
+def test_round_trip_and_errors(tmp_path):
+    head_set = HeadSet(((3, 1), (0, 2)), (0.9, 0.5), "m", "en-de")
+    save_heads(head_set, tmp_path / "h.json", ts_matrix=[[0.1]])
+    loaded = load_heads(tmp_path / "h.json")
+    assert loaded.heads == head_set.heads and loaded.scores == head_set.scores
+    assert json.loads((tmp_path / "h.json").read_text())["ts_matrix"] == [[0.1]]
+    with pytest.raises(HeadFileError, match="does not exist"):
+        load_heads(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(HeadFileError, match="not a heads file"):
+        load_heads(tmp_path / "bad.json")
+    with pytest.raises(HeadFileError, match="no default head set"):
+        default_heads("embedded", "en", "fr")
