@@ -1,9 +1,11 @@
 """The LLM text translators (AlignAtt and wait-k) on tiny checkpoints: append-only output, stability units,
 stream isolation, the extreme operating points, and clear errors for bad input."""
 import dataclasses
+from pathlib import Path
 
 import pytest
 
+import backends.heads
 from agents.core import SourceWord
 from agents.harness.config import ConfigError, build_config
 from agents.systems.config import AlignAttConfig, WaitkConfig
@@ -106,6 +108,7 @@ def test_bad_configuration_is_a_clear_error(tmp_path):
                                        lm=object())
     with pytest.raises(HeadFileError, match="no default head set for model 'some/model' and direction en-de"):
         AlignAttTranslator.from_config(dataclasses.replace(AlignAttConfig(), model="some/model"), lm=object())
+    shipped_heads = str(Path(backends.heads.__file__).parent / "qwen2.5-coder-0.5b-instruct_en-de.json")
     with pytest.raises(ModelNotFoundError, match="/no/such/model"):
         AlignAttTranslator.from_config(dataclasses.replace(AlignAttConfig(), model="/no/such/model",
-                                                           heads=""))
+                                                           heads=shipped_heads))

@@ -13,7 +13,7 @@ from backends.hf.lm import CausalLM, Draft
 from backends.hf.prompt import PromptBuilder, TranslationPrompt
 from policies.alignatt import AlignAttParams, ScanResult, scan_draft
 from policies.frontier import accessible_word_count
-from policies.units import REPLACEMENT_CHARACTER, committable_prefix_length, join_units, split_units, target_unit_for
+from policies.units import REPLACEMENT_CHARACTER, committable_prefix_length, split_units, target_unit_for
 from policies.waitk import waitk_target_budget
 
 
@@ -122,8 +122,9 @@ class AlignAttTranslator(LLMTranslator):
 
     @classmethod
     def from_config(cls, config: AlignAttConfig, lm: CausalLM | None = None) -> "AlignAttTranslator":
+        heads = resolve_heads(config)  # first: a bad head file fails in milliseconds, not after loading the model
         lm = lm or CausalLM.load(config.model, dtype=config.model_dtype, device=config.model_device)
-        return cls(lm, config, resolve_heads(config))
+        return cls(lm, config, heads)
 
     def _accepted_tokens(self, prompt, draft, accessible):
         if not draft.tokens:
