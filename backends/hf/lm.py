@@ -114,14 +114,13 @@ class DecodeSession:
             raise ValueError("empty prompt")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        recorder = self.recorder if capture else None
-        if capture and recorder is None:
+        if capture and self.recorder is None:
             raise ValueError("capture requested but the session was opened without heads")
         prompt_ids = list(prompt_ids)
         if self.recorder is not None:
             self.recorder.generation += 1
-        logits = self._prefill(prompt_ids, recorder)
-        draft = Draft(prompt_length=len(prompt_ids), recorder=recorder,
+        logits = self._prefill(prompt_ids)
+        draft = Draft(prompt_length=len(prompt_ids), recorder=self.recorder if capture else None,
                       generation=self.recorder.generation if self.recorder is not None else 0)
         while True:
             token = int(torch.argmax(logits[0, -1]))
@@ -129,16 +128,16 @@ class DecodeSession:
                 draft.finished = True
                 break
             draft.tokens.append(token)
-            if len(draft.tokens) == max_new_tokens and recorder is None:
+            if len(draft.tokens) == max_new_tokens and not capture:
                 break
-            logits = self._forward([token], recorder, record_queries=True)
+            logits = self._forward([token], record_queries=capture)
             if len(draft.tokens) == max_new_tokens:
                 break
-        if recorder is not None:
-            recorder.check_complete()
+        if capture:
+            self.recorder.check_complete()
         return draft
 
-    def _prefill(self, prompt_ids: list[int], recorder: QKRecorder | None) -> torch.Tensor:
+    def _prefill(self, prompt_ids: list[int]) -> torch.Tensor:
         """Reuse the cached longest common prefix (always re-feeding at least the last prompt token)."""
         reuse = 0
         limit = min(len(self.cached_ids), len(prompt_ids) - 1)
@@ -149,17 +148,13 @@ class DecodeSession:
             if self.recorder is not None:
                 self.recorder.truncate(reuse)
             del self.cached_ids[reuse:]
-        return self._forward(prompt_ids[reuse:], recorder, record_queries=False)
+        return self._forward(prompt_ids[reuse:], record_queries=False)
 
-    def _forward(self, new_ids: list[int], recorder: QKRecorder | None, record_queries: bool) -> torch.Tensor:
-        start = len(self.cached_ids)
+    def _forward(self, new_ids: list[int], record_queries: bool) -> torch.Tensor:
         kwargs = {}
-        if recorder is not None:
-            recorder.begin(start, len(new_ids), record_queries)
-            kwargs[RECORDER_KWARG] = recorder
-        elif self.recorder is not None:
-            # Keys must stay in step with the cache even when this forward is not captured.
-            self.recorder.begin(start, len(new_ids), False)
+        if self.recorder is not None:
+            # Keys are recorded on every forward so that they stay in step with the KV cache.
+            self.recorder.begin(len(self.cached_ids), len(new_ids), record_queries)
             kwargs[RECORDER_KWARG] = self.recorder
         input_ids = torch.tensor([new_ids], dtype=torch.long, device=self.lm.device)
         output = self.lm.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
