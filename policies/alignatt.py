@@ -121,19 +121,11 @@ class ScanResult:
     decisions: tuple[TokenDecision, ...]  # up to and including the first failure
 
 
-def _validate_inputs(rows: np.ndarray, token_word: np.ndarray, accessible_words: int) -> tuple[np.ndarray, np.ndarray]:
-    rows = np.asarray(rows, dtype=np.float64)
-    if rows.ndim != 3:
-        raise ValueError(f"rows must be 3-D [draft tokens, heads, source tokens], got shape {rows.shape}")
-    n_tokens, n_heads, n_source = rows.shape
-    if n_source == 0:
-        raise ValueError("rows have no source columns (S == 0); the AlignAtt gate needs at least one source token")
-    if n_heads == 0:
-        raise ValueError("rows have no heads (H == 0); pass at least one alignment head")
+def _validate_source_map(token_word: np.ndarray, accessible_words: int) -> np.ndarray:
     token_word = np.asarray(token_word)
-    if token_word.ndim != 1 or token_word.shape[0] != n_source:
-        raise ValueError(f"token_word must be 1-D with one word index per source token ({n_source}), "
-                         f"got shape {token_word.shape}")
+    if token_word.ndim != 1 or token_word.shape[0] == 0:
+        raise ValueError(f"token_word must be 1-D with one word index per source token (S > 0), "
+                         f"got shape {token_word.shape}; the AlignAtt gate needs at least one source token")
     if not np.issubdtype(token_word.dtype, np.integer):
         raise ValueError(f"token_word must hold integer word indices, got dtype {token_word.dtype}")
     steps = np.diff(token_word)
@@ -145,48 +137,97 @@ def _validate_inputs(rows: np.ndarray, token_word: np.ndarray, accessible_words:
     if not is_integer or not 0 <= accessible_words <= n_words:
         raise ValueError(f"accessible_words must be in [0, {n_words}] (the number of source words), "
                          f"got {accessible_words!r}")
-    return rows, token_word
+    return token_word
 
 
-def scan_draft(rows: np.ndarray, token_word: np.ndarray, accessible_words: int,
-               params: AlignAttParams = AlignAttParams()) -> ScanResult:
-    """First-failure AlignAtt scan over a draft.
-
-    rows: [T draft tokens, H heads, S source tokens] replayed attention probabilities (source slice of full rows).
-    token_word: [S] source-word index of each source token (non-decreasing, 0..n_words-1).
-    accessible_words: N_acc, the number of leading source words that are accessible.
+class DraftScanner:
+    """The first-failure scan, one draft token at a time, so drafting can stop at the first failing token.
 
     For token t: the head-averaged row gives the masses; the per-head online z-score of the row, averaged over
     heads and median-filtered, gives the source peak (first index on ties) and its word s_hat_t. Gates, in order:
     nonfinite (row has NaN/inf), source_frontier (s_hat_t >= N_acc + border), argmax_mass_weak
-    (argmax_mass < tau_argmax), provenance_weak (pi_acc < tau_src). The scan stops at the first failure.
+    (argmax_mass < tau_argmax), provenance_weak (pi_acc < tau_src). Pushing after a failure is an error.
     """
-    rows, token_word = _validate_inputs(rows, token_word, accessible_words)
-    n_tokens, n_heads, n_source = rows.shape
-    accessible_columns = token_word < accessible_words
-    zscore = OnlineZScore(n_heads, n_source)
-    decisions: list[TokenDecision] = []
-    for index in range(n_tokens):
-        row = rows[index]
+
+    def __init__(self, token_word: np.ndarray, accessible_words: int, params: AlignAttParams = AlignAttParams()):
+        self.token_word = _validate_source_map(token_word, accessible_words)
+        self.accessible_words = accessible_words
+        self.params = params
+        self.accessible_columns = self.token_word < accessible_words
+        self.decisions: list[TokenDecision] = []
+        self._zscore: OnlineZScore | None = None
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.decisions) and self.decisions[-1].failure is not None
+
+    @property
+    def accepted_tokens(self) -> int:
+        return len(self.decisions) - 1 if self.failed else len(self.decisions)
+
+    def result(self) -> ScanResult:
+        return ScanResult(self.accepted_tokens, tuple(self.decisions))
+
+    def push(self, row: np.ndarray) -> TokenDecision:
+        """Decide on the next draft token from its [H heads, S source tokens] replayed row."""
+        if self.failed:
+            raise RuntimeError("the scan already stopped at a failing token")
+        row = np.asarray(row, dtype=np.float64)
+        if row.ndim != 2 or row.shape[0] == 0 or row.shape[1] != self.token_word.shape[0]:
+            raise ValueError(f"a row must be [heads, source tokens] with {self.token_word.shape[0]} source tokens "
+                             f"and at least one head, got shape {row.shape}")
+        if self._zscore is None:
+            self._zscore = OnlineZScore(*row.shape)
+        index = len(self.decisions)
         if not np.all(np.isfinite(row)):
             nan = float("nan")
-            decisions.append(TokenDecision(index, None, nan, nan, nan, "nonfinite"))
-            return ScanResult(index, tuple(decisions))
+            decision = TokenDecision(index, None, nan, nan, nan, "nonfinite")
+        else:
+            decision = self._decide(index, row)
+        self.decisions.append(decision)
+        if decision.failure is None:
+            self._zscore.update(row)
+        return decision
+
+    def _decide(self, index: int, row: np.ndarray) -> TokenDecision:
+        params, token_word = self.params, self.token_word
         mean_row = row.mean(axis=0)
-        peak_filtered = median_filter(zscore.normalize(row).mean(axis=0), params.median_width)
+        peak_filtered = median_filter(self._zscore.normalize(row).mean(axis=0), params.median_width)
         source_word = int(token_word[int(np.argmax(peak_filtered))])
-        accessible_mass = float(mean_row[accessible_columns].sum())
-        inaccessible_mass = float(mean_row[~accessible_columns].sum())
+        accessible_mass = float(mean_row[self.accessible_columns].sum())
+        inaccessible_mass = float(mean_row[~self.accessible_columns].sum())
         argmax_mass = float(mean_row[token_word == source_word].sum())
         failure: FailureReason | None = None
-        if source_word >= accessible_words + params.border:
+        if source_word >= self.accessible_words + params.border:
             failure = "source_frontier"
         elif argmax_mass < params.argmax_mass_threshold:
             failure = "argmax_mass_weak"
         elif accessible_mass < params.source_mass_threshold:
             failure = "provenance_weak"
-        decisions.append(TokenDecision(index, source_word, accessible_mass, inaccessible_mass, argmax_mass, failure))
-        if failure is not None:
-            return ScanResult(index, tuple(decisions))
-        zscore.update(row)
-    return ScanResult(n_tokens, tuple(decisions))
+        return TokenDecision(index, source_word, accessible_mass, inaccessible_mass, argmax_mass, failure)
+
+
+def scan_draft(rows: np.ndarray, token_word: np.ndarray, accessible_words: int,
+               params: AlignAttParams = AlignAttParams()) -> ScanResult:
+    """First-failure AlignAtt scan over a whole draft (see `DraftScanner`).
+
+    rows: [T draft tokens, H heads, S source tokens] replayed attention probabilities (source slice of full rows).
+    token_word: [S] source-word index of each source token (non-decreasing, 0..n_words-1).
+    accessible_words: N_acc, the number of leading source words that are accessible.
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    if rows.ndim != 3:
+        raise ValueError(f"rows must be 3-D [draft tokens, heads, source tokens], got shape {rows.shape}")
+    if rows.shape[2] == 0:
+        raise ValueError("rows have no source columns (S == 0); the AlignAtt gate needs at least one source token")
+    if rows.shape[1] == 0:
+        raise ValueError("rows have no heads (H == 0); pass at least one alignment head")
+    token_word = np.asarray(token_word)
+    if token_word.ndim != 1 or token_word.shape[0] != rows.shape[2]:
+        raise ValueError(f"token_word must be 1-D with one word index per source token ({rows.shape[2]}), "
+                         f"got shape {token_word.shape}")
+    scanner = DraftScanner(token_word, accessible_words, params)
+    for row in rows:
+        if scanner.push(row).failure is not None:
+            break
+    return scanner.result()

@@ -467,3 +467,23 @@ def test_fully_accessible_large_border_accepts_everything() -> None:
 def test_scan_validation(rows: np.ndarray, token_word: np.ndarray, accessible_words: int, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         scan_draft(rows, token_word, accessible_words, AlignAttParams())
+
+
+def test_incremental_scanner_matches_the_batch_scan_and_refuses_to_go_past_a_failure():
+    from policies.alignatt import DraftScanner
+
+    generator = np.random.default_rng(7)
+    token_word = np.array([0, 0, 1, 2, 2, 3, 4, 5])
+    for _ in range(50):
+        rows = generator.dirichlet(np.ones(8), size=(9, 3)) * 0.5
+        params = AlignAttParams(border=int(generator.integers(-2, 2)), median_width=3)
+        accessible = int(generator.integers(1, 7))
+        batch = scan_draft(rows, token_word, accessible, params)
+        scanner = DraftScanner(token_word, accessible, params)
+        for row in rows:
+            if scanner.push(row).failure is not None:
+                break
+        assert scanner.result() == batch
+        if scanner.failed:
+            with pytest.raises(RuntimeError, match="already stopped"):
+                scanner.push(rows[0])

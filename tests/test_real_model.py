@@ -107,3 +107,18 @@ def test_simuleval_cli_runs_the_agents_on_real_sentences(tmp_path, agent, config
         assert len(delays) == len(instance["prediction"].split())
     scores = (tmp_path / "out" / "scores.tsv").read_text()
     assert "BLEU" in scores and "LAAL" in scores
+
+
+def test_early_stopped_drafts_decide_exactly_like_full_drafts(real_lm):
+    from agents.core import SourceWord
+    from agents.systems.llm import AlignAttTranslator
+
+    config = AlignAttConfig()
+    outputs, decode_steps = [], []
+    for early in (True, False):
+        translator = AlignAttTranslator(real_lm, config, resolve_heads(config), stop_at_first_failure=early)
+        emissions = [translator.feed([SourceWord(w)]).new_units for w in SENTENCES[2].split()[:9]]
+        outputs.append((emissions, [step.scan for step in translator.steps]))
+        decode_steps.append(sum(len(step.draft.tokens) for step in translator.steps))
+    assert outputs[0] == outputs[1]
+    assert decode_steps[0] <= decode_steps[1]

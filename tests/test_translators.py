@@ -112,3 +112,13 @@ def test_bad_configuration_is_a_clear_error(tmp_path):
     with pytest.raises(ModelNotFoundError, match="/no/such/model"):
         AlignAttTranslator.from_config(dataclasses.replace(AlignAttConfig(), model="/no/such/model",
                                                            heads=shipped_heads))
+
+
+@pytest.mark.parametrize("border", [-2, -1, 0])
+def test_stopping_the_draft_at_the_first_rejected_token_changes_no_decision(tiny_lm, border):
+    config = AlignAttConfig(border=border, median_width=3, final_max_new_tokens=40)
+    early = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm), stop_at_first_failure=True)
+    full = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm), stop_at_first_failure=False)
+    assert [e.new_units for e in stream(early, SENTENCE)] == [e.new_units for e in stream(full, SENTENCE)]
+    assert [s.scan for s in early.steps] == [s.scan for s in full.steps]
+    assert sum(len(s.draft.tokens) for s in early.steps) <= sum(len(s.draft.tokens) for s in full.steps)

@@ -6,7 +6,7 @@ KV cache and the q/k recorder, so no state passes between streams.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from transformers.cache_utils import DynamicCache
@@ -33,14 +33,16 @@ class Draft:
         """Absolute positions of the draft tokens (and of their captured query rows)."""
         return range(self.prompt_length, self.prompt_length + len(self.tokens))
 
-    def source_attention(self, source_positions, rows: int | None = None) -> torch.Tensor:
-        """Replayed [T, H, S] attention of the first `rows` draft rows (default all) to `source_positions`."""
+    def source_attention(self, source_positions, first: int = 0, stop: int | None = None) -> torch.Tensor:
+        """Replayed [T, H, S] attention of draft rows first..stop-1 (default all) to `source_positions`."""
         if self.recorder is None:
             raise RuntimeError("this draft was decoded without q/k capture")
         if self.recorder.generation != self.generation:
             raise RuntimeError("this draft's captured q/k were overwritten: the session has drafted again since")
-        count = len(self.tokens) if rows is None else rows
-        return replay_attention(self.recorder, range(self.prompt_length, self.prompt_length + count), source_positions)
+        stop = len(self.tokens) if stop is None else stop
+        return replay_attention(
+            self.recorder, range(self.prompt_length + first, self.prompt_length + stop), source_positions
+        )
 
 
 class CausalLM:
@@ -103,12 +105,14 @@ class DecodeSession:
         self.recorder = QKRecorder(self.heads) if self.heads else None
 
     @torch.inference_mode()
-    def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True) -> Draft:
+    def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True,
+              stop: Callable[[Draft], bool] | None = None) -> Draft:
         """Greedy continuation of `prompt_ids`, at most `max_new_tokens` tokens.
 
         With `capture` (and heads), the query row of every draft token (at its own position, as in calibration)
         and the keys of all positions are recorded; a draft cut by the budget gets one extra forward so that its
-        last token's query exists too.
+        last token's query exists too. `stop(draft)`, called once the newest token's row is captured, ends the
+        draft early when it returns True (the policy has seen the first token it rejects).
         """
         if not prompt_ids:
             raise ValueError("empty prompt")
@@ -131,7 +135,7 @@ class DecodeSession:
             if len(draft.tokens) == max_new_tokens and not capture:
                 break
             logits = self._forward([token], record_queries=capture)
-            if len(draft.tokens) == max_new_tokens:
+            if len(draft.tokens) == max_new_tokens or (stop is not None and stop(draft)):
                 break
         if capture:
             self.recorder.check_complete()
