@@ -89,8 +89,7 @@ def build_config(config_class: Type[T], values: dict) -> T:
             continue
         parser = _field_type(names[key])
         try:
-            kwargs[key] = value if isinstance(value, bool) and parser is _parse_bool else (
-                _parse_bool(str(value)) if parser is _parse_bool else parser(value))
+            kwargs[key] = _parse_bool(str(value)) if parser is _parse_bool else parser(value)
         except (TypeError, ValueError, argparse.ArgumentTypeError):
             raise ConfigError(f"{key}: expected {parser.__name__.lstrip('_')}, got {value!r}") from None
     config = config_class(**kwargs)

@@ -26,8 +26,8 @@ from agents.harness.config import add_config_args, config_from_namespace
 
 @register_quality_scorer("CHRF")
 class ChrFScorer(QualityScorer):
-    """chrF (sacrebleu defaults) for `--quality-metrics CHRF`: SimulEval 1.1.4 ships only BLEU. Registered when
-    any of our agents is imported, i.e. whenever SimulEval loads one with --agent-class."""
+    """chrF (sacrebleu defaults) for `--quality-metrics CHRF`: SimulEval 1.1.4 ships only BLEU. SimulEval checks
+    metric names before it imports the agent, so the CLI needs `--user-dir agents/simuleval_plugins`."""
 
     def __call__(self, instances) -> float:
         from sacrebleu.metrics import CHRF

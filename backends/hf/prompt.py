@@ -46,10 +46,6 @@ class TranslationPrompt:
     word_count: int
     text: str
 
-    @property
-    def source_span(self) -> range:
-        return range(int(self.source_positions[0]), int(self.source_positions[-1]) + 1)
-
 
 class PromptBuilder:
     """Renders Eq. (1) with a chat template and maps source words to token positions."""
@@ -86,7 +82,7 @@ class PromptBuilder:
         )
 
     def build(self, source_words: Sequence[str], target_prefix: str = "") -> TranslationPrompt:
-        words = [w for w in (word.strip() for word in source_words)]
+        words = [word.strip() for word in source_words]
         if not words or any(not w or any(c.isspace() for c in w) for w in words):
             raise PromptError(f"source words must be non-empty and contain no whitespace, got {list(source_words)!r}")
         source = " ".join(words)
