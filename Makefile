@@ -5,12 +5,16 @@ PY := $(VENV)/bin/python
 # The CPU build of torch 2.13.0 is pre-provisioned on these machines; any other torch request pulls GBs of CUDA
 # wheels. GPU users: `make install TORCH=` keeps the torch already in $(VENV) (or bring your own venv).
 TORCH ?= torch==2.13.0
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: install demo test test-fast clean
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml Makefile
+	# espeak-ng speaks the synthetic talks of the demo, the speech tests and the benchmarks.
+	command -v espeak-ng >/dev/null || $(SUDO) apt-get install -y -q espeak-ng \
+		|| { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q espeak-ng; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(if $(TORCH),$(PY) -m pip install -q "$(TORCH)")

@@ -1,30 +1,24 @@
-"""AlignAtt4LLM agents: `TextAgent` (SimulEval text-to-text, gold source word by word, every read word accessible)
-and `WaitkTextAgent`, the wait-k baseline on the same LLM backend.
+"""AlignAtt4LLM agents, one per harness; each harness is imported only when its agent is asked for:
 
+    simulstream --agent agents.alignatt4llm:Agent --config eval_configs/alignatt4llm_cpu.yaml ...   (speech cascade)
     simuleval --agent-class agents.alignatt4llm.TextAgent --config eval_configs/alignatt4llm_text_cpu.yaml ...
 """
 from __future__ import annotations
 
-from agents.harness.simuleval import StreamingTextAgent
-from agents.systems.config import AlignAttConfig, WaitkConfig
-from agents.systems.llm import AlignAttTranslator, WaitkTranslator
+import importlib
+
+AGENT_MODULES = {
+    "Agent": "agents.alignatt4llm_simulstream",
+    "TextAgent": "agents.alignatt4llm_simuleval",
+    "WaitkTextAgent": "agents.alignatt4llm_simuleval",
+}
 
 
-class TextAgent(StreamingTextAgent):
-    """AlignAtt policy over a decoder-only LLM (paper §4) for SimulEval text-to-text."""
-
-    config_class = AlignAttConfig
-
-    @classmethod
-    def build_translator(cls, config: AlignAttConfig) -> AlignAttTranslator:
-        return AlignAttTranslator.from_config(config)
+def __getattr__(name: str):
+    if name not in AGENT_MODULES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}; agents: {', '.join(AGENT_MODULES)}")
+    return getattr(importlib.import_module(AGENT_MODULES[name]), name)
 
 
-class WaitkTextAgent(StreamingTextAgent):
-    """Wait-k on the same LLM backend and prompt, for comparison."""
-
-    config_class = WaitkConfig
-
-    @classmethod
-    def build_translator(cls, config: WaitkConfig) -> WaitkTranslator:
-        return WaitkTranslator.from_config(config)
+def __dir__() -> list[str]:
+    return sorted([*globals(), *AGENT_MODULES])

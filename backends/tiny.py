@@ -1,7 +1,8 @@
 """Tiny randomly initialised checkpoints (Gemma-4, Gemma-3, Qwen3, Qwen2, Llama) for fast tests, saved as complete
 Hugging Face directories and loaded back through the same `backends.models.load_causal_lm` as real models. Gemma-4
 and Gemma-3 also come as multimodal checkpoints (tiny vision, and for Gemma-4 audio, towers around the text decoder),
-laid out like the real google/gemma-4-E4B-it and google/gemma-3-*-it directories."""
+laid out like the real google/gemma-4-E4B-it and google/gemma-3-*-it directories. Qwen3-ASR and its forced aligner
+come as a pair laid out like Qwen/Qwen3-ASR-*-hf and Qwen/Qwen3-ForcedAligner-0.6B-hf (model, tokenizer, processor)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import (
     Gemma3Config,
     Gemma3ForCausalLM,
@@ -22,6 +23,7 @@ from transformers import (
     Gemma4ForConditionalGeneration,
     Gemma4TextConfig,
     Gemma4VisionConfig,
+    GenerationConfig,
     LlamaConfig,
     LlamaForCausalLM,
     PretrainedConfig,
@@ -29,6 +31,13 @@ from transformers import (
     PreTrainedTokenizerFast,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen2Tokenizer,
+    Qwen3ASRConfig,
+    Qwen3ASREncoderConfig,
+    Qwen3ASRFeatureExtractor,
+    Qwen3ASRForConditionalGeneration,
+    Qwen3ASRForTokenClassification,
+    Qwen3ASRProcessor,
     Qwen3Config,
     Qwen3ForCausalLM,
     SiglipVisionConfig,
@@ -36,6 +45,7 @@ from transformers import (
 
 TINY_ARCHITECTURES = ("gemma4", "gemma3", "qwen3", "qwen2", "llama")
 TINY_MULTIMODAL_ARCHITECTURES = ("gemma4", "gemma3")  # also built with vision (and audio) towers
+TINY_SPEECH_ARCHITECTURES = ("qwen3-asr", "qwen3-aligner")  # Qwen3-ASR and Qwen3-ForcedAligner (backends.asr.qwen3)
 
 TINY_VOCAB_SIZE = 512
 TINY_SLIDING_WINDOW = 16
@@ -130,8 +140,21 @@ def build_tiny_tokenizer(arch: str) -> PreTrainedTokenizerFast:
     """A byte-level BPE trained on TINY_CORPUS with the chat format of `arch` (Gemma style or ChatML)."""
     gemma_style = _check_arch(arch).startswith("gemma")
     special_tokens = GEMMA_SPECIAL_TOKENS if gemma_style else CHATML_SPECIAL_TOKENS
+    tokenizer = _train_byte_level_bpe(special_tokens, qwen_split=arch.startswith("qwen"), vocab_size=TINY_VOCAB_SIZE)
+    if gemma_style:
+        names = {"pad_token": "<pad>", "bos_token": "<bos>", "eos_token": "<end_of_turn>"}
+        chat_template = GEMMA_TEMPLATE
+    else:
+        names = {"pad_token": "<|endoftext|>", "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"}
+        chat_template = CHATML_TEMPLATE
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, chat_template=chat_template, **names)
+
+
+def _train_byte_level_bpe(special_tokens: tuple[str, ...], *, qwen_split: bool, vocab_size: int) -> Tokenizer:
+    """A byte-level BPE with `special_tokens` first (ids 0, 1, ...), trained on TINY_CORPUS up to `vocab_size` ids;
+    `qwen_split` pre-tokenizes with Qwen's split pattern and NFC, as Qwen2Tokenizer does on reload."""
     tokenizer = Tokenizer(models.BPE())
-    if arch.startswith("qwen"):
+    if qwen_split:
         tokenizer.normalizer = normalizers.NFC()
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
             [
@@ -143,19 +166,13 @@ def build_tiny_tokenizer(arch: str) -> PreTrainedTokenizerFast:
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=TINY_VOCAB_SIZE,  # counts the special tokens, so the total never exceeds the model's vocab
+        vocab_size=vocab_size,  # counts the special tokens, so the total never exceeds the model's vocab
         special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tokenizer.train_from_iterator(TINY_CORPUS, trainer=trainer)
-    if gemma_style:
-        names = {"pad_token": "<pad>", "bos_token": "<bos>", "eos_token": "<end_of_turn>"}
-        chat_template = GEMMA_TEMPLATE
-    else:
-        names = {"pad_token": "<|endoftext|>", "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"}
-        chat_template = CHATML_TEMPLATE
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, chat_template=chat_template, **names)
+    return tokenizer
 
 
 def build_tiny_config(arch: str, tokenizer: PreTrainedTokenizerFast) -> PretrainedConfig:
@@ -236,7 +253,9 @@ def build_tiny_checkpoint(arch: str, out_dir: Path | str, *, seed: int = 0) -> P
     return _save(model, tokenizer, out_dir)
 
 
-def _save(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, out_dir: Path | str) -> Path:
+def _save(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast | Qwen3ASRProcessor, out_dir: Path | str
+) -> Path:
     out_path = Path(out_dir).expanduser()
     if out_path.is_file():
         raise NotADirectoryError(f"cannot save a tiny checkpoint into {out_path}: it is a file; pass a directory")
@@ -299,6 +318,183 @@ def build_tiny_multimodal_checkpoint(arch: str, out_dir: Path | str, *, seed: in
     return _save(model, tokenizer, out_dir)
 
 
+# --- Qwen3-ASR and Qwen3-ForcedAligner ------------------------------------------------------------------------------
+# Both are transformers' `qwen3_asr` family: a Whisper-style audio encoder whose frames replace the <|audio_pad|>
+# placeholders in a Qwen3 decoder. The ASR model generates text; the aligner (same body, a token-classification
+# head) predicts, at each <timestamp> slot after a word, a time class (80 ms each).
+
+# The tokenizer's named audio tokens (special; the processor reads them by these names) and the two plain added
+# tokens: the forced-language marker the ASR prompt ends with, and the aligner's word-boundary slot.
+QWEN3_ASR_AUDIO_TOKENS = (
+    ("audio_bos_token", "<|audio_start|>"),
+    ("audio_eos_token", "<|audio_end|>"),
+    ("audio_token", "<|audio_pad|>"),
+)
+QWEN3_ASR_MARKER_TOKENS = ("<asr_text>", "<timestamp>")
+TINY_ALIGNER_TIME_CLASSES = 64  # x 80 ms: times up to 5.12 s, so random times land inside a few seconds of test audio
+
+# The chat templates transformers' convert_qwen3_asr_to_hf.py writes into Qwen/Qwen3-ASR-*-hf and
+# Qwen/Qwen3-ForcedAligner-0.6B-hf. ASR: system text, one audio placeholder per audio, then the assistant turn (the
+# forced-language prefill "language <NAME><asr_text>" comes in as an unfinished assistant message). Aligner: the
+# audio placeholder, then the words joined by, and ended with, two <timestamp> slots (start and end of each word).
+QWEN3_ASR_CHAT_TEMPLATE = (
+    "{%- set ns = namespace(system_text='') -%}"
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}"
+    "{%- if m.content is string -%}"
+    "{%- set ns.system_text = ns.system_text + m.content -%}"
+    "{%- else -%}"
+    "{%- for c in m.content -%}"
+    "{%- if c.type == 'text' and (c.text is defined) -%}"
+    "{%- set ns.system_text = ns.system_text + c.text -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- set ns2 = namespace(audio_tokens='') -%}"
+    "{%- for m in messages -%}"
+    "{%- if m.content is not string -%}"
+    "{%- for c in m.content -%}"
+    "{%- if c.type == 'audio' or ('audio' in c) or ('audio_url' in c) -%}"
+    "{%- set ns2.audio_tokens = ns2.audio_tokens + '<|audio_start|><|audio_pad|><|audio_end|>' -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{{- '<|im_start|>system\\n' + ns.system_text + '<|im_end|>\\n' -}}"
+    "{{- '<|im_start|>user\\n' + ns2.audio_tokens + '<|im_end|>\\n' -}}"
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'assistant' -%}"
+    "{%- set ns3 = namespace(assistant_text='') -%}"
+    "{%- if m.content is string -%}"
+    "{%- set ns3.assistant_text = m.content -%}"
+    "{%- else -%}"
+    "{%- for c in m.content -%}"
+    "{%- if c.type == 'text' and (c.text is defined) -%}"
+    "{%- set ns3.assistant_text = ns3.assistant_text + c.text -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{% generation %}"
+    "{{- ns3.assistant_text + '<|im_end|>\\n' -}}"
+    "{% endgeneration %}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- endif -%}"
+)
+QWEN3_FORCED_ALIGNER_CHAT_TEMPLATE = (
+    "{%- set ns = namespace(audio_tokens='', words=[]) -%}"
+    "{%- for m in messages -%}"
+    "{%- if m.content is not string -%}"
+    "{%- for c in m.content -%}"
+    "{%- if c.type == 'audio' or ('audio' in c) or ('audio_url' in c) -%}"
+    "{%- set ns.audio_tokens = ns.audio_tokens + '<|audio_start|><|audio_pad|><|audio_end|>' -%}"
+    "{%- endif -%}"
+    "{%- if c.type == 'text' and (c.text is defined) -%}"
+    "{%- set ns.words = ns.words + [c.text] -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{{- ns.audio_tokens + ns.words | join('<timestamp><timestamp>') + '<timestamp><timestamp>' -}}"
+)
+
+
+def build_tiny_qwen3_asr_processor(*, aligner: bool = False) -> Qwen3ASRProcessor:
+    """The Qwen3-ASR processor: the real feature extractor (128 mel bins), a tiny Qwen2Tokenizer with the ChatML,
+    audio and marker tokens, and the ASR chat template (or, with `aligner`, the forced aligner's)."""
+    audio_tokens = dict(QWEN3_ASR_AUDIO_TOKENS)
+    special_tokens = CHATML_SPECIAL_TOKENS + tuple(audio_tokens.values())
+    vocab_size = TINY_VOCAB_SIZE - len(QWEN3_ASR_MARKER_TOKENS)  # the markers are added after training
+    bpe = _train_byte_level_bpe(special_tokens, qwen_split=True, vocab_size=vocab_size)
+    bpe.add_tokens([AddedToken(marker, special=False, normalized=False) for marker in QWEN3_ASR_MARKER_TOKENS])
+    tokenizer = Qwen2Tokenizer(
+        tokenizer_object=bpe,
+        pad_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        unk_token=None,
+        extra_special_tokens=audio_tokens,
+    )
+    chat_template = QWEN3_FORCED_ALIGNER_CHAT_TEMPLATE if aligner else QWEN3_ASR_CHAT_TEMPLATE
+    return Qwen3ASRProcessor(
+        feature_extractor=Qwen3ASRFeatureExtractor(), tokenizer=tokenizer, chat_template=chat_template
+    )
+
+
+def build_tiny_qwen3_asr_config(tokenizer: Qwen2Tokenizer, *, aligner: bool = False) -> Qwen3ASRConfig:
+    """A tiny Qwen3-ASR config (1-layer encoder, 2-layer decoder) with token ids from `tokenizer`; with `aligner`,
+    the forced aligner's, whose classifier has TINY_ALIGNER_TIME_CLASSES time classes."""
+    ids = tokenizer.convert_tokens_to_ids
+    audio_config = Qwen3ASREncoderConfig(
+        num_mel_bins=128,  # fixed by the feature extractor
+        encoder_layers=1,
+        encoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        d_model=32,
+        output_dim=64,  # the decoder's hidden size: the projector maps audio frames into it
+        downsample_hidden_size=8,
+    )
+    # Untied output embeddings: tied ones make a random decoder repeat the prompt's last token (<asr_text>), so the
+    # tiny model would never say a word; untied, it emits varied text (words, punctuation, CJK, broken bytes).
+    text_config = Qwen3Config(
+        vocab_size=TINY_VOCAB_SIZE,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+        pad_token_id=ids("<|im_end|>"),
+        eos_token_id=ids("<|im_end|>"),
+    )
+    head = {"num_labels": TINY_ALIGNER_TIME_CLASSES} if aligner else {}
+    return Qwen3ASRConfig(
+        audio_config=audio_config,
+        text_config=text_config,
+        audio_token_id=ids(tokenizer.audio_token),
+        timestamp_token_id=ids("<timestamp>"),
+        pad_token_id=ids("<|im_end|>"),
+        eos_token_id=[ids("<|endoftext|>"), ids("<|im_end|>")],
+        tie_word_embeddings=False,
+        **head,
+    )
+
+
+def build_tiny_qwen3_asr_model(*, aligner: bool = False, seed: int = 0) -> tuple[PreTrainedModel, Qwen3ASRProcessor]:
+    """The tiny float32 Qwen3-ASR model (or, with `aligner`, forced aligner) with random weights from `seed`, and its
+    processor, in memory, in eval mode."""
+    processor = build_tiny_qwen3_asr_processor(aligner=aligner)
+    config = build_tiny_qwen3_asr_config(processor.tokenizer, aligner=aligner)
+    model_class = Qwen3ASRForTokenClassification if aligner else Qwen3ASRForConditionalGeneration
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_class(config).to(torch.float32)
+    if not aligner:  # greedy with Qwen's end tokens, as in the converted checkpoints
+        model.generation_config = GenerationConfig(
+            eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, do_sample=False, max_new_tokens=512
+        )
+    return model.eval(), processor
+
+
+def build_tiny_qwen3_asr_checkpoint(out_dir: Path | str, *, seed: int = 0) -> Path:
+    """Save a tiny random Qwen3-ASR model with its processor into `out_dir` (like Qwen/Qwen3-ASR-*-hf)."""
+    model, processor = build_tiny_qwen3_asr_model(seed=seed)
+    return _save(model, processor, out_dir)
+
+
+def build_tiny_qwen3_aligner_checkpoint(out_dir: Path | str, *, seed: int = 0) -> Path:
+    """Save a tiny random Qwen3 forced aligner with its processor into `out_dir` (like
+    Qwen/Qwen3-ForcedAligner-0.6B-hf)."""
+    model, processor = build_tiny_qwen3_asr_model(aligner=True, seed=seed)
+    return _save(model, processor, out_dir)
+
+
 def _check_multimodal_arch(arch: str) -> str:
     if arch not in TINY_MULTIMODAL_ARCHITECTURES:
         raise ValueError(
@@ -317,7 +513,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m backends.tiny", description="Save a tiny random checkpoint for tests."
     )
-    parser.add_argument("arch", choices=TINY_ARCHITECTURES, help="model family")
+    parser.add_argument(
+        "arch",
+        choices=TINY_ARCHITECTURES + TINY_SPEECH_ARCHITECTURES,
+        help="model family; qwen3-asr and qwen3-aligner are the speech recogniser pair (backends.asr.qwen3)",
+    )
     parser.add_argument("out_dir", type=Path, help="directory to write (created if missing)")
     parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default 0)")
     parser.add_argument(
@@ -329,8 +529,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.multimodal and args.arch not in TINY_MULTIMODAL_ARCHITECTURES:
         parser.error(f"--multimodal needs one of {', '.join(TINY_MULTIMODAL_ARCHITECTURES)}, not {args.arch!r}")
-    build = build_tiny_multimodal_checkpoint if args.multimodal else build_tiny_checkpoint
-    path = build(args.arch, args.out_dir, seed=args.seed)
+    if args.arch == "qwen3-asr":
+        path = build_tiny_qwen3_asr_checkpoint(args.out_dir, seed=args.seed)
+    elif args.arch == "qwen3-aligner":
+        path = build_tiny_qwen3_aligner_checkpoint(args.out_dir, seed=args.seed)
+    else:
+        build = build_tiny_multimodal_checkpoint if args.multimodal else build_tiny_checkpoint
+        path = build(args.arch, args.out_dir, seed=args.seed)
     print(path)
     return 0
 

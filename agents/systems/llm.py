@@ -1,8 +1,12 @@
-"""Text simultaneous translation with a decoder-only LLM: re-prompt with the source so far and the committed
-target, draft greedily, and let a policy decide how much of the draft to commit (AlignAtt, wait-k)."""
+"""Simultaneous translation with a decoder-only LLM: re-prompt with the source so far and the committed target,
+draft greedily, and let a policy decide how much of the draft to commit (AlignAtt, wait-k).
+
+A stream is a sequence of segments (sentences): `flush`/`finish_segment` completes one, and the next starts with a
+fresh prompt, so a long talk costs per step what its current sentence costs."""
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -13,8 +17,17 @@ from backends.hf.lm import CausalLM, Draft
 from backends.hf.prompt import PromptBuilder, TranslationPrompt
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
 from policies.frontier import accessible_word_count
-from policies.units import REPLACEMENT_CHARACTER, committable_prefix_length, split_units, target_unit_for
+from policies.units import (
+    REPLACEMENT_CHARACTER,
+    committable_prefix_length,
+    join_units,
+    split_units,
+    target_unit_for,
+)
 from policies.waitk import waitk_target_budget
+
+
+MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk does not grow memory
 
 
 @dataclass(frozen=True)
@@ -39,18 +52,31 @@ class LLMTranslator(StreamingTranslator):
         self.prompts = PromptBuilder(lm.tokenizer, config.source_lang, config.target_lang)
         self.session = lm.session(heads)
         self.capture = heads is not None
-        self.source_words: list[SourceWord] = []
-        self.steps: list[Step] = []
+        self.source_words: list[SourceWord] = []  # of the current segment
+        self.segment_start = 0  # index in emitted_units where the current segment's target begins
+        self.steps: deque[Step] = deque(maxlen=MAX_KEPT_STEPS)
+        self._last_step_key: tuple | None = None
 
     def reset(self) -> None:
         super().reset()
         self.session.reset()
         self.source_words = []
-        self.steps = []
+        self.segment_start = 0
+        self.steps.clear()
+        self._last_step_key = None
+
+    @property
+    def segment_units(self) -> list[str]:
+        """Target units emitted for the current segment."""
+        return self.emitted_units[self.segment_start:]
 
     def feed(self, words: Sequence[SourceWord], now: float | None = None, hold_back: float = 0.0) -> Emission:
         """Add words; `now` (seconds, the words' time base) makes only words ended by now - hold_back accessible."""
-        self.source_words.extend(words)
+        return self.revise([*self.source_words, *words], now, hold_back)
+
+    def revise(self, words: Sequence[SourceWord], now: float | None = None, hold_back: float = 0.0) -> Emission:
+        """Replace the current segment's source (a live ASR hypothesis may change its tail) and take one step."""
+        self.source_words = list(words)
         if not self.source_words:
             return Emission()
         if now is None:
@@ -60,15 +86,28 @@ class LLMTranslator(StreamingTranslator):
         return self._emit(self._step(accessible, final=False))
 
     def flush(self, words: Sequence[SourceWord] = ()) -> Emission:
-        self.source_words.extend(words)
-        if not self.source_words:
-            return Emission()
-        return self._emit(self._step(len(self.source_words), final=True))
+        return self.finish_segment([*self.source_words, *words])
+
+    def finish_segment(self, words: Sequence[SourceWord]) -> Emission:
+        """The current segment's source is complete and is `words`: emit the rest of its translation, then start a
+        new segment."""
+        self.source_words = list(words)
+        emission = self._emit(self._step(len(self.source_words), final=True)) if self.source_words else Emission()
+        self.source_words = []
+        self.segment_start = len(self.emitted_units)
+        self._last_step_key = None
+        return emission
 
     def _step(self, accessible: int, final: bool) -> Emission:
-        if not final and not self._may_write():
+        if not final and (accessible == 0 or not self._may_write()):
             return Emission()
-        prompt = self.prompts.build([w.text for w in self.source_words], self.target_text)
+        # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
+        step_key = (tuple(w.text for w in self.source_words), accessible, len(self.emitted_units), final)
+        if step_key == self._last_step_key:
+            return Emission()
+        self._last_step_key = step_key
+        prompt = self.prompts.build([w.text for w in self.source_words], join_units(self.segment_units,
+                                                                                      self.target_unit))
         budget = self.config.final_max_new_tokens if final else self.config.max_new_tokens
         scan = None
         if final:
@@ -160,13 +199,13 @@ class WaitkTranslator(LLMTranslator):
         return draft, len(draft.tokens), None
 
     def _may_write(self):
-        return waitk_target_budget(len(self.source_words), self.config.k, False) > len(self.emitted_units)
+        return waitk_target_budget(len(self.source_words), self.config.k, False) > len(self.segment_units)
 
     def _limit(self, units, final):
         budget = waitk_target_budget(len(self.source_words), self.config.k, source_finished=final)
         if budget is None:
             return units
-        return units[: max(0, budget - len(self.emitted_units))]
+        return units[: max(0, budget - len(self.segment_units))]
 
 
 def resolve_heads(config: AlignAttConfig) -> HeadSet:

@@ -1,0 +1,27 @@
+"""AlignAtt4LLM for SimulEval text-to-text: `TextAgent` (gold source word by word, every read word accessible) and
+`WaitkTextAgent`, the wait-k baseline on the same LLM backend. Import them as `agents.alignatt4llm.TextAgent`."""
+from __future__ import annotations
+
+from agents.harness.simuleval import StreamingTextAgent
+from agents.systems.config import AlignAttConfig, WaitkConfig
+from agents.systems.llm import AlignAttTranslator, WaitkTranslator
+
+
+class TextAgent(StreamingTextAgent):
+    """AlignAtt policy over a decoder-only LLM (paper §4) for SimulEval text-to-text."""
+
+    config_class = AlignAttConfig
+
+    @classmethod
+    def build_translator(cls, config: AlignAttConfig) -> AlignAttTranslator:
+        return AlignAttTranslator.from_config(config)
+
+
+class WaitkTextAgent(StreamingTextAgent):
+    """Wait-k on the same LLM backend and prompt, for comparison."""
+
+    config_class = WaitkConfig
+
+    @classmethod
+    def build_translator(cls, config: WaitkConfig) -> WaitkTranslator:
+        return WaitkTranslator.from_config(config)

@@ -1,0 +1,148 @@
+"""simulstream 1.0 adapter: a `SpeechProcessor` driving a `SpeechStreamingTranslator`, for `simulstream_inference`,
+`simulstream_server` and our `simulstream --agent` command.
+
+Tokens are target units carrying their own leading space, so `detokenizer_type: simuleval` with
+`latency_unit: char` (plain concatenation) rebuilds the text for every target language; retractions are always an
+exact suffix of the tokens sent. Loaded weights are shared by all processors of one configuration (a server pool);
+stream state never is.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+try:
+    from simulstream.server.speech_processors import SpeechProcessor
+    from simulstream.server.speech_processors.incremental_output import IncrementalOutput
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError("simulstream is not installed: pip install 'simulagents[speech]' (or `make install`)") from error
+
+from agents.core import Emission, SpeechStreamingTranslator
+from agents.harness.config import ConfigError, build_config, read_yaml
+
+
+def config_values(namespace: Any) -> dict:
+    """The flat key: value pairs of simulstream's YAML namespace (plus a YAML named by `config`, below them)."""
+    values = dict(vars(namespace)) if namespace is not None else {}
+    nested = values.pop("config", None)
+    base = read_yaml(nested) if nested else {}
+    return {**base, **values}
+
+
+class StreamingSpeechProcessor(SpeechProcessor):
+    """Base adapter; subclasses set `config_class` and implement `load_shared` and `build_translator`."""
+
+    config_class: ClassVar[type] = None
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, config: SimpleNamespace):
+        super().__init__(config)
+        self.base_config = self.parse_config(config)
+        self.source_lang = self.base_config.source_lang
+        self.target_lang = self.base_config.target_lang
+        self.translator: SpeechStreamingTranslator | None = None
+        self.sent_tokens: list[str] = []
+
+    # ---- configuration and shared weights -------------------------------------------------------------------
+    @classmethod
+    def parse_config(cls, config: SimpleNamespace):
+        parsed = build_config(cls.config_class, config_values(config))
+        cls.check_config(parsed)
+        return parsed
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        """Refuse a configuration before any weights load (subclasses add their own checks)."""
+        config.validate()
+
+    @classmethod
+    def check_languages(cls, values: dict, source_lang: str | None, target_lang: str | None) -> None:
+        """Refuse the YAML `values` with the languages a run will set, before any weights load."""
+        config = cls.parse_config(SimpleNamespace(**values))
+        languages = {"source_lang": source_lang or config.source_lang, "target_lang": target_lang or config.target_lang}
+        try:
+            cls.check_config(dataclasses.replace(config, **languages))
+        except ValueError as error:
+            raise ConfigError(f"unsupported language pair {languages['source_lang']}->{languages['target_lang']}: "
+                              f"{error}") from None
+
+    @classmethod
+    def shared_key(cls, config) -> tuple:
+        """What identifies the weights `load_shared` loads (processors with equal keys share them)."""
+        raise NotImplementedError
+
+    @classmethod
+    def load_shared(cls, config) -> Any:
+        """Load the weights (read-only, shareable across streams and threads) for `config`."""
+        raise NotImplementedError
+
+    @classmethod
+    def build_translator(cls, config, shared: Any) -> SpeechStreamingTranslator:
+        raise NotImplementedError
+
+    @classmethod
+    def shared(cls, config) -> Any:
+        with cls._shared_lock:
+            cache = cls.__dict__.get("_shared_weights")
+            if cache is None:
+                cache = {}
+                cls._shared_weights = cache
+            key = cls.shared_key(config)
+            if key not in cache:
+                cache[key] = cls.load_shared(config)
+            return cache[key]
+
+    @classmethod
+    def load_model(cls, config: SimpleNamespace) -> None:
+        cls.shared(cls.parse_config(config))
+
+    # ---- the SpeechProcessor protocol -----------------------------------------------------------------------
+    def set_source_language(self, language: str) -> None:
+        self._set_languages(language, self.target_lang)
+
+    def set_target_language(self, language: str) -> None:
+        self._set_languages(self.source_lang, language)
+
+    def _set_languages(self, source_lang: str, target_lang: str) -> None:
+        if (source_lang, target_lang) == (self.source_lang, self.target_lang):
+            return
+        config = dataclasses.replace(self.base_config, source_lang=source_lang, target_lang=target_lang)
+        try:
+            self.check_config(config)
+        except ValueError as error:
+            raise ConfigError(f"unsupported language pair {source_lang}->{target_lang}: {error}") from None
+        self.source_lang, self.target_lang = source_lang, target_lang
+        self.translator = None  # rebuilt for the new direction (prompt, heads) at the next chunk
+
+    def _active_translator(self) -> SpeechStreamingTranslator:
+        if self.translator is None:
+            config = dataclasses.replace(self.base_config, source_lang=self.source_lang, target_lang=self.target_lang)
+            self.translator = self.build_translator(config, self.shared(config))
+        return self.translator
+
+    def process_chunk(self, waveform) -> IncrementalOutput:
+        return self._output(self._active_translator().feed_audio(waveform))
+
+    def end_of_stream(self) -> IncrementalOutput:
+        return self._output(self._active_translator().flush())
+
+    def clear(self) -> None:
+        if self.translator is not None:
+            self.translator.reset()
+        self.sent_tokens = []
+
+    def tokens_to_string(self, tokens: list[str]) -> str:
+        return "".join(tokens)
+
+    def _output(self, emission: Emission) -> IncrementalOutput:
+        deleted = self.sent_tokens[len(self.sent_tokens) - emission.retract_units:] if emission.retract_units else []
+        del self.sent_tokens[len(self.sent_tokens) - len(deleted):]
+        word_units = self._active_translator().target_unit == "word"
+        new = []
+        for unit in emission.new_units:
+            new.append(" " + unit if word_units and (self.sent_tokens or new) else unit)
+        self.sent_tokens.extend(new)
+        return IncrementalOutput(new_tokens=new, new_string="".join(new), deleted_tokens=deleted,
+                                 deleted_string="".join(deleted))

@@ -1,0 +1,83 @@
+"""The AlignAtt4LLM speech cascade (paper §3): each chunk first re-transcribes the live audio tail and commits stable
+sentences, then runs one MT step on the sentence being spoken, where only words that ended at least `hold_back`
+seconds before now are accessible to the AlignAtt policy.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from agents.core import Emission, SourceWord, SpeechStreamingTranslator
+from agents.harness.audio import as_float32_pcm
+from agents.systems.config import CascadeConfig
+from agents.systems.llm import AlignAttTranslator, LLMTranslator
+from backends.asr import SpeechRecognizer, load_recognizer
+from policies.transcript import TranscriptStabilizer
+
+
+class CascadeTranslator(SpeechStreamingTranslator):
+    """ASR with word times -> transcript commit -> AlignAtt MT, chunk-synchronous, append-only."""
+
+    def __init__(self, recognizer: SpeechRecognizer, translator: LLMTranslator, config: CascadeConfig):
+        super().__init__(translator.target_unit)
+        self.recognizer = recognizer
+        self.translator = translator
+        self.config = config
+        self.stabilizer = TranscriptStabilizer(config.max_tail_seconds)
+        self.reset()
+
+    @classmethod
+    def from_config(cls, config: CascadeConfig, recognizer: SpeechRecognizer | None = None,
+                    translator: LLMTranslator | None = None) -> "CascadeTranslator":
+        recognizer = recognizer or load_recognizer(config.asr, config.asr_model, config.aligner_model,
+                                                   config.asr_device, config.asr_dtype)
+        translator = translator or AlignAttTranslator.from_config(config)
+        return cls(recognizer, translator, config)
+
+    def reset(self) -> None:
+        super().reset()
+        self.translator.reset()
+        self.stabilizer.reset()
+        self.tail = np.zeros(0, dtype=np.float32)  # audio not yet committed, starting at stabilizer.tail_start
+        self.samples_received = 0
+        self.committed_sentences: list[tuple[SourceWord, ...]] = []
+        self.live_words: tuple[SourceWord, ...] = ()
+
+    @property
+    def now(self) -> float:
+        """Seconds of audio received on this stream: the absolute time base of every word time."""
+        return self.samples_received / self.SAMPLE_RATE
+
+    @property
+    def transcript(self) -> str:
+        """Committed sentences and the live hypothesis, as text."""
+        words = [w for sentence in self.committed_sentences for w in sentence] + list(self.live_words)
+        return " ".join(w.text for w in words)
+
+    def feed_audio(self, samples) -> Emission:
+        samples = as_float32_pcm(samples)
+        self.tail = np.concatenate([self.tail, samples])
+        self.samples_received += len(samples)
+        if self.now < self.config.min_start_seconds or len(samples) == 0:
+            return Emission()
+        return self._emit(self._advance(final=False))
+
+    def flush(self, words: Sequence[SourceWord] = ()) -> Emission:
+        if words:
+            raise TypeError(f"{type(self).__name__} reads audio: feed it with feed_audio, then flush()")
+        return self._emit(self._advance(final=True))
+
+    def _advance(self, final: bool) -> Emission:
+        hypothesis = self.recognizer.transcribe(self.tail, self.config.source_lang) if len(self.tail) else []
+        update = self.stabilizer.update(hypothesis, len(self.tail) / self.SAMPLE_RATE, final=final)
+        self.tail = self.tail[int(round(update.cut_seconds * self.SAMPLE_RATE)):]
+        self.live_words = update.live_words
+        units: list[str] = []
+        for sentence in update.committed_sentences:
+            self.committed_sentences.append(sentence)
+            units += self.translator.finish_segment(sentence).new_units
+        if not final and update.live_sentence:
+            emission = self.translator.revise(update.live_sentence, now=self.now, hold_back=self.config.hold_back)
+            units += emission.new_units
+        return Emission(new_units=tuple(units))

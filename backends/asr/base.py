@@ -1,0 +1,52 @@
+"""The recogniser contract: 16 kHz mono float32 audio in, words with start and end times (seconds from the start
+of that audio) out. Recognisers hold only weights; every stream's state lives with its caller."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+SAMPLE_RATE = 16_000
+
+
+class RecognizerError(RuntimeError):
+    """A recogniser cannot be built or run (missing weights, unsupported language): the message says the fix."""
+
+
+@dataclass(frozen=True)
+class TimedWord:
+    """One recognised word as written (with its punctuation, no surrounding spaces) and its time span in seconds
+    from the start of the audio passed to `transcribe`."""
+
+    text: str
+    start: float
+    end: float
+
+
+class SpeechRecognizer(ABC):
+    """Stateless across calls, so one loaded recogniser may serve several streams (threads) at once."""
+
+    @abstractmethod
+    def transcribe(self, audio: np.ndarray, language: str) -> list[TimedWord]:
+        """Transcribe `audio` (1-D float32 at 16 kHz, at most ~30 s) in `language` (ISO 639-1 code, e.g. "en").
+
+        Words come in order with non-decreasing times within [0, len(audio) / 16000]; empty for silence.
+        """
+
+
+def merge_word_pieces(pieces: list[tuple[str, float, float]]) -> list[TimedWord]:
+    """Join recogniser pieces into whitespace-delimited words: a piece that does not start with a space continues
+    the previous word (Whisper writes "3.5%" as " 3", ".5", "%"); the word ends when its last piece ends."""
+    words: list[TimedWord] = []
+    for text, start, end in pieces:
+        continues = bool(words) and not text[:1].isspace()
+        text = text.strip()
+        if not text:
+            continue
+        if continues:
+            previous = words[-1]
+            words[-1] = TimedWord(previous.text + text, previous.start, max(previous.end, end))
+        else:
+            words.append(TimedWord(text, start, end))
+    return words

@@ -1,0 +1,115 @@
+"""The transcript commit rule: sentence ends, local agreement, tail cuts on one absolute time base, forced commits."""
+from __future__ import annotations
+
+import pytest
+
+from backends.asr.base import TimedWord, merge_word_pieces
+from policies.transcript import (
+    TranscriptStabilizer,
+    TranscriptUpdate,
+    agreed_prefix_length,
+    ends_sentence,
+    strip_unconfirmed_end,
+)
+
+
+def timed(text: str, start: float = 0.0, step: float = 0.5) -> list[TimedWord]:
+    """Words of `text`, each `step` seconds long, starting at `start`."""
+    return [TimedWord(w, start + i * step, start + (i + 1) * step) for i, w in enumerate(text.split())]
+
+
+@pytest.mark.parametrize("word,expected", [
+    ("talking.", True), ("why?", True), ("Stop!", True), ('said."', True), ("(this).", True), ("结束。", True),
+    ("e.g.", False), ("i.e.", False), ("Dr.", False), ("U.S.", False), ("J.", False), ("3.5", False),
+    ("mod...", False), ("well…", False), ("word", False), ("word,", False),
+])
+def test_ends_sentence(word, expected):
+    assert ends_sentence(word) is expected
+
+
+@pytest.mark.parametrize("word,expected", [
+    ("rose.", "rose"), ("mod...", "mod"), ("why?", "why"), ("e.g.", "e.g."), ("U.S.", "U.S."), ("3.5", "3.5"),
+    ("word", "word"), (".", "."),
+])
+def test_strip_unconfirmed_end(word, expected):
+    assert strip_unconfirmed_end(word) == expected
+
+
+def test_merge_word_pieces_joins_pieces_without_leading_space():
+    pieces = [(" The", 0.0, 0.2), (" price", 0.2, 0.5), (" 3", 0.5, 0.7), (".5", 0.7, 0.9), ("%", 0.9, 1.0),
+              (" fell.", 1.0, 1.4)]
+    assert merge_word_pieces(pieces) == [TimedWord("The", 0.0, 0.2), TimedWord("price", 0.2, 0.5),
+                                         TimedWord("3.5%", 0.5, 1.0), TimedWord("fell.", 1.0, 1.4)]
+
+
+def test_agreed_prefix_compares_words_as_written():
+    assert agreed_prefix_length(timed("a b c"), timed("a b d")) == 2
+    assert agreed_prefix_length(timed("a b c"), timed("a b c. d")) == 2
+    assert agreed_prefix_length([], timed("a")) == 0
+
+
+def test_nothing_is_committed_before_two_hypotheses_agree_on_a_sentence_end():
+    stabilizer = TranscriptStabilizer()
+    first = stabilizer.update(timed("Hello everyone. Today we"), 2.5)
+    assert first.committed_sentences == () and first.cut_seconds == 0.0
+    assert [w.text for w in first.live_words] == ["Hello", "everyone.", "Today", "we"]
+    assert [w.text for w in first.live_sentence] == ["Hello", "everyone."]
+    second = stabilizer.update(timed("Hello everyone. Today we talk"), 3.0)
+    assert [[w.text for w in s] for s in second.committed_sentences] == [["Hello", "everyone."]]
+    assert [w.text for w in second.live_words] == ["Today", "we", "talk"]
+
+
+def test_cut_lies_in_the_pause_and_times_stay_absolute_across_cuts():
+    stabilizer = TranscriptStabilizer()
+    words = [TimedWord("One.", 0.0, 1.0), TimedWord("Two", 1.4, 2.0), TimedWord("three", 2.0, 2.5)]
+    stabilizer.update(words, 3.0)
+    update = stabilizer.update(words, 3.0)
+    assert update.cut_seconds == pytest.approx(1.2)  # midway through the 1.0-1.4 pause
+    assert update.committed_sentences[0][0].end_time == pytest.approx(1.0)
+    assert [w.end_time for w in update.live_words] == pytest.approx([2.0, 2.5])
+    # The next hypothesis is of the tail that starts at 1.2 s: times are relative to it.
+    tail = [TimedWord("Two", 0.2, 0.8), TimedWord("three.", 0.8, 1.3), TimedWord("Four", 1.6, 2.0)]
+    stabilizer.update(tail, 2.3)
+    update = stabilizer.update(tail, 2.3)
+    assert [w.text for w in update.committed_sentences[0]] == ["Two", "three."]
+    assert update.committed_sentences[0][-1].end_time == pytest.approx(1.2 + 1.3)
+    assert update.live_words[0].end_time == pytest.approx(1.2 + 2.0)
+    assert stabilizer.tail_start == pytest.approx(1.2 + 1.45)
+
+
+def test_abbreviations_and_decimals_do_not_split_sentences():
+    stabilizer = TranscriptStabilizer()
+    text = "Models e.g. Whisper cost 3.5 dollars in the U.S. today and"
+    stabilizer.update(timed(text), 8.0)
+    assert stabilizer.update(timed(text), 8.0).committed_sentences == ()
+
+
+def test_final_commits_everything_split_into_sentences():
+    stabilizer = TranscriptStabilizer()
+    update = stabilizer.update(timed("First one. Second one. third"), 4.0, final=True)
+    assert [[w.text for w in s] for s in update.committed_sentences] == [["First", "one."], ["Second", "one."],
+                                                                         ["third"]]
+    assert update.live_words == ()
+
+
+def test_a_tail_longer_than_the_limit_is_committed_without_a_sentence_end():
+    stabilizer = TranscriptStabilizer(max_tail_seconds=10.0)
+    words = timed(" ".join(f"w{i}" for i in range(24)))  # 12 s, no sentence end, nothing agreed yet
+    update = stabilizer.update(words, 12.0)
+    committed = [w for s in update.committed_sentences for w in s]
+    assert committed and all(w.end_time <= 12.0 - 5.0 for w in committed)  # the last half of the limit stays live
+    assert len(committed) + len(update.live_words) == 24
+    assert update.cut_seconds == pytest.approx(committed[-1].end_time)
+
+
+def test_live_sentence_drops_an_unconfirmed_full_stop():
+    live = tuple(TranscriptStabilizer().update(timed("The price rose."), 2.0).live_words)
+    assert [w.text for w in TranscriptUpdate((), live, 0.0).live_sentence] == ["The", "price", "rose"]
+
+
+def test_two_stabilizers_do_not_share_state():
+    a, b = TranscriptStabilizer(), TranscriptStabilizer()
+    a.update(timed("Alpha beta. gamma"), 2.0)
+    a.update(timed("Alpha beta. gamma"), 2.0)
+    assert b.tail_start == 0.0 and b.previous == []
+    assert b.update(timed("Alpha beta. gamma"), 2.0).committed_sentences == ()
