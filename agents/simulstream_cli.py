@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         config = processor_config(args.agent, args.config, args.set)
         metrics_log = Path(args.metrics_log).resolve()
         metrics_log.parent.mkdir(parents=True, exist_ok=True)
+        metrics_log.unlink(missing_ok=True)  # simulstream appends; a log must describe one run
         effective_config_path(metrics_log).write_text(yaml.safe_dump(config, sort_keys=False))
         # Refuse a bad configuration or language pair before any weights load.
         from simulstream.server.speech_processors import speech_processor_class_load

@@ -185,3 +185,24 @@ def test_simulstream_agent_refuses_unknown_keys_and_unsupported_pairs_before_loa
     with pytest.raises(ConfigError, match="unknown language code 'xx'"):
         agent.set_target_language("xx")
     assert agent.translator is None  # nothing was loaded
+
+
+def test_units_before_sentence_end():
+    from agents.systems.llm import units_before_sentence_end
+
+    assert units_before_sentence_end(("Guten", "Tag.", "Heute")) == ("Guten",)
+    assert units_before_sentence_end(("z.B.", "drei", "Schulen")) == ("z.B.", "drei", "Schulen")
+    assert units_before_sentence_end(("你", "好", "。", "我")) == ("你", "好")
+
+
+def test_fake_asr_live_steps_never_close_a_sentence_the_speaker_has_not_finished(tiny_lm):
+    from policies.transcript import ends_sentence
+
+    translator = cascade(tiny_lm, min_start_seconds=0.0)
+    audio = timeline_audio(6.0)
+    step = int(0.5 * RATE)
+    for i in range(0, len(audio), step):
+        sentences_before = len(translator.committed_sentences)
+        emission = translator.feed_audio(audio[i:i + step])
+        if len(translator.committed_sentences) == sentences_before:  # a live step only: no sentence was finished
+            assert not any(ends_sentence(unit) for unit in emission.new_units)

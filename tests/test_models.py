@@ -405,3 +405,28 @@ def test_embedded_model_loads_and_translates_the_first_word(embedded_model_path:
     with torch.no_grad():
         next_token = model(encoded.input_ids).logits[0, -1].argmax()
     assert tokenizer.decode(next_token).strip() == "Der"  # greedy: "Der Kater sitte auf dem Mat."
+
+
+def test_int8_loads_quantized_linears_that_stay_close_to_float32_and_still_capture(
+    tiny_checkpoint: Callable[[str], Path],
+) -> None:
+    from backends.hf.lm import CausalLM
+
+    path = str(tiny_checkpoint("qwen3"))
+    reference, tokenizer = load_causal_lm(path, dtype="float32")
+    quantized = CausalLM.load(path, dtype="int8")
+    linears = [m for m in quantized.model.modules() if type(m) is torch.nn.Linear]
+    dynamic = [m for m in quantized.model.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
+    assert not linears and dynamic
+    ids = torch.tensor([tokenizer("the cat sat on the mat")["input_ids"]])
+    with torch.no_grad():
+        expected, got = reference(ids).logits, quantized.model(ids).logits
+    assert (got - expected).abs().max() <= 0.05 * expected.abs().max()
+    draft = quantized.session([(0, 0), (1, 1)]).draft(ids[0].tolist(), 4)
+    attention = draft.source_attention(range(ids.shape[1]))
+    assert attention.shape == (len(draft.tokens), 2, ids.shape[1]) and torch.all(attention >= 0)
+
+
+def test_int8_is_refused_off_the_cpu(tiny_checkpoint: Callable[[str], Path]) -> None:
+    with pytest.raises(ModelLoadError, match="CPU only"):
+        load_causal_lm(str(tiny_checkpoint("qwen3")), dtype="int8", device="cuda")

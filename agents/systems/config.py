@@ -14,14 +14,19 @@ class LLMTranslatorConfig:
     target_lang: str = knob("de", "target language code (zh/ja emit characters, others words)")
     max_new_tokens: int = knob(16, "draft budget per step (paper: 16)")
     final_max_new_tokens: int = knob(256, "budget for the final flush once the source is complete")
-    model_dtype: str = knob("float32", "torch dtype of the model: float32, bfloat16 or float16")
+    model_dtype: str = knob("float32", "torch dtype of the model: float32, bfloat16, float16, or int8 (CPU only: "
+                                       "Linear layers quantized to int8, activations quantized on the fly)")
     model_device: str = knob("cpu", "torch device of the model, e.g. cpu or cuda")
+    withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
+                                              "target unit that closes a sentence on (the speech cascade does)")
 
     def validate(self) -> None:
         if self.max_new_tokens < 1 or self.final_max_new_tokens < 1:
             raise ConfigError("max_new_tokens and final_max_new_tokens must be >= 1")
-        if self.model_dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"model_dtype must be float32, bfloat16 or float16, got {self.model_dtype!r}")
+        if self.model_dtype not in ("float32", "bfloat16", "float16", "int8"):
+            raise ConfigError(f"model_dtype must be float32, bfloat16, float16 or int8, got {self.model_dtype!r}")
+        if self.model_dtype == "int8" and self.model_device != "cpu":
+            raise ConfigError("model_dtype int8 (dynamic quantization) runs on the CPU only; use bfloat16 on a GPU")
         from backends.hf.prompt import language_name
 
         try:
@@ -74,6 +79,8 @@ class CascadeConfig(AlignAttConfig):
     hold_back: float = knob(0.25, "seconds: a source word is accessible once it ended at least this long before "
                                   "the audio received so far (paper: 0.25; 0 reproduces the official runs)")
     min_start_seconds: float = knob(2.0, "no ASR or MT before this much audio has arrived (seconds)")
+    withhold_sentence_end: bool = knob(True, "before the ASR commits the source sentence, emit nothing from the "
+                                             "first target unit that closes a sentence on")
     max_tail_seconds: float = knob(20.0, "uncommitted audio kept for re-transcription; past this, words are "
                                          "committed without a sentence end so each chunk's cost stays bounded")
 

@@ -17,6 +17,7 @@ from backends.hf.lm import CausalLM, Draft
 from backends.hf.prompt import PromptBuilder, TranslationPrompt
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
 from policies.frontier import accessible_word_count
+from policies.transcript import ends_sentence
 from policies.units import (
     REPLACEMENT_CHARACTER,
     committable_prefix_length,
@@ -121,7 +122,10 @@ class LLMTranslator(StreamingTranslator):
             committed_length = self._committable_length(draft, accepted)
         committed = draft_text[:committed_length]
         self.steps.append(Step(prompt, draft, draft_text, committed, accessible, scan))
-        return Emission(new_units=self._limit(tuple(split_units(committed, self.target_unit)), final))
+        units = tuple(split_units(committed, self.target_unit))
+        if not final and self.config.withhold_sentence_end:
+            units = units_before_sentence_end(units)
+        return Emission(new_units=self._limit(units, final))
 
     def _committable_length(self, draft: Draft, accepted: int) -> int:
         """Round the accepted token prefix back to the last complete stability unit."""
@@ -206,6 +210,15 @@ class WaitkTranslator(LLMTranslator):
         if budget is None:
             return units
         return units[: max(0, budget - len(self.segment_units))]
+
+
+def units_before_sentence_end(units: tuple[str, ...]) -> tuple[str, ...]:
+    """The units before the first one that closes a sentence: an unfinished source segment must not get a finished
+    translation (the model would consider it done and never translate the rest)."""
+    for index, unit in enumerate(units):
+        if ends_sentence(unit):
+            return units[:index]
+    return units
 
 
 def resolve_heads(config: AlignAttConfig) -> HeadSet:

@@ -1,0 +1,103 @@
+"""Real-time factor of the AlignAtt4LLM speech cascade on one long synthetic talk (espeak-ng), and whether a chunk
+costs the same late in the talk as early on: mean per-chunk time in the last minute over the first.
+
+    python benchmarks/cascade_rtf.py [--minutes 10] [--config alignatt4llm_cpu] [--set key=value ...]
+
+The talk is the English side of the MCIF dev set (../shared/data) spoken sentence after sentence, or a built-in
+text when that folder is absent. Run on a quiet machine: other processes on the 2 cores distort every ratio.
+Targets on 2 CPU cores with the embedded default: RTF < 1, last/first minute <= 1.25.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import soundfile
+import yaml
+
+import eval_configs
+from agents.harness.config import build_config, read_yaml
+from agents.synthetic_speech import synthesize_talk
+from agents.systems.cascade import CascadeTranslator
+from agents.systems.config import CascadeConfig
+
+FALLBACK_TEXT = [
+    "Simultaneous speech translation produces a translation while the speaker is still talking.",
+    "A cascade first transcribes the speech and then translates the transcript with a language model.",
+    "The policy decides after every chunk of audio how much of the draft translation can be shown.",
+    "Words that the recogniser may still change are hidden from the policy for a quarter of a second.",
+    "We measure quality with BLEU and chrF and latency with the average lag behind the speaker.",
+]
+
+
+def talk_sentences(minutes: float) -> list[str]:
+    """Enough English sentences for `minutes` of speech at 160 words per minute (MCIF dev when present)."""
+    try:
+        from agents.datasets import shared_data_dir
+
+        sentences = (shared_data_dir() / "mcif_dev" / "en.txt").read_text().splitlines()
+    except (OSError, RuntimeError, ValueError):
+        sentences = FALLBACK_TEXT
+    sentences = [s for s in sentences if s.strip()]
+    needed, words, chosen = minutes * 160 * 1.1, 0, []
+    while words < needed:
+        sentence = sentences[len(chosen) % len(sentences)]
+        chosen.append(sentence)
+        words += len(sentence.split())
+    return chosen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--config", default="alignatt4llm_cpu")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args()
+
+    values = read_yaml(eval_configs.path(args.config))
+    values.update({k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)})
+    chunk_seconds = float(values["speech_chunk_size"])
+    config = build_config(CascadeConfig, values)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        wav = Path(tmp) / "talk.wav"
+        synthesize_talk(talk_sentences(args.minutes), wav)
+        audio, rate = soundfile.read(str(wav), dtype="float32")
+    audio = audio[: int(args.minutes * 60 * rate)]
+    print(f"talk: {len(audio) / rate / 60:.1f} min of espeak-ng speech; config {args.config} "
+          f"(chunk {chunk_seconds} s, hold-back {config.hold_back} s, model {config.model}, asr {config.asr})")
+
+    translator = CascadeTranslator.from_config(config)
+    translator.reset()
+    step = int(chunk_seconds * rate)
+    chunk_times, chunk_ends, longest_tail = [], [], 0.0
+    for start in range(0, len(audio), step):
+        began = time.perf_counter()
+        translator.feed_audio(audio[start:start + step])
+        chunk_times.append(time.perf_counter() - began)
+        chunk_ends.append(min(start + step, len(audio)) / rate)
+        longest_tail = max(longest_tail, len(translator.tail) / rate)
+    began = time.perf_counter()
+    translator.flush()
+    flush_time = time.perf_counter() - began
+
+    audio_seconds = len(audio) / rate
+    # The first minute starts when work does (no ASR or MT before min_start_seconds, by design).
+    first = [t for t, end in zip(chunk_times, chunk_ends) if config.min_start_seconds <= end <= config.min_start_seconds + 60]
+    last = [t for t, end in zip(chunk_times, chunk_ends) if end > audio_seconds - 60.0]
+    rtf = (sum(chunk_times) + flush_time) / audio_seconds
+    print(f"chunks: {len(chunk_times)}; final flush {flush_time:.2f} s; longest uncommitted tail {longest_tail:.1f} s")
+    print(f"committed sentences: {len(translator.committed_sentences)}; target words: {len(translator.emitted_units)}")
+    print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    print(f"mean chunk time, first minute: {statistics.mean(first):.3f} s; last minute: {statistics.mean(last):.3f} s")
+    print(f"real-time factor: {rtf:.3f}  (target < 1)")
+    print(f"last-minute / first-minute chunk time: {statistics.mean(last) / statistics.mean(first):.2f}x  "
+          "(target <= 1.25)")
+
+
+if __name__ == "__main__":
+    main()
