@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer, TimedWord
+from backends.models import DTYPES  # the dtypes every torch backend accepts by name
 
 # ISO 639 code -> the language name Qwen3-ASR was trained with; the prompt forces it as "language <NAME><asr_text>".
 ASR_LANGUAGES = MappingProxyType({
@@ -31,7 +32,6 @@ ALIGNER_LANGUAGES = frozenset({
     "Chinese", "English", "Cantonese", "French", "German", "Italian", "Japanese", "Korean", "Portuguese", "Russian",
     "Spanish",
 })
-DTYPES = MappingProxyType({"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16})
 
 ASR_ARCHITECTURE = "Qwen3ASRForConditionalGeneration"
 ALIGNER_ARCHITECTURE = "Qwen3ASRForTokenClassification"
