@@ -10,6 +10,8 @@ from agents.systems.llm import AlignAttTranslator, WaitkTranslator
 class TextAgent(StreamingTextAgent):
     """AlignAtt policy over a decoder-only LLM (paper §4) for SimulEval text-to-text."""
 
+    __module__ = "agents.alignatt4llm"  # its public home: harnesses match classes by this name
+
     config_class = AlignAttConfig
 
     @classmethod
@@ -19,6 +21,8 @@ class TextAgent(StreamingTextAgent):
 
 class WaitkTextAgent(StreamingTextAgent):
     """Wait-k on the same LLM backend and prompt, for comparison."""
+
+    __module__ = "agents.alignatt4llm"  # its public home: harnesses match classes by this name
 
     config_class = WaitkConfig
 

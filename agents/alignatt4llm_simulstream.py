@@ -13,6 +13,8 @@ from backends.hf.lm import CausalLM
 class Agent(StreamingSpeechProcessor):
     """The chunk-synchronous cascade of the paper (§3): ASR first, then one AlignAtt MT step, append-only."""
 
+    __module__ = "agents.alignatt4llm"  # its public home: harnesses match classes by this name
+
     config_class = CascadeConfig
 
     @classmethod

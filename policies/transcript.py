@@ -108,15 +108,18 @@ class TranscriptStabilizer:
     def update(self, hypothesis: Sequence[TimedWord], tail_seconds: float, final: bool = False) -> TranscriptUpdate:
         """Take the hypothesis of the current tail (times relative to the tail, `tail_seconds` long) and commit.
 
-        Committed: every sentence the previous and current hypotheses agree on, up to its end; with `final`, all
-        words. When the tail is longer than `max_tail_seconds` and nothing could be committed, the words ending
+        Committed: every sentence the previous and current hypotheses agree on, up to its end, once a next word
+        follows it; with `final`, all words. When the tail is longer than `max_tail_seconds` and nothing could be committed, the words ending
         before the last half of that span are committed without a sentence end, so the tail cannot grow forever.
         """
         hypothesis = list(hypothesis)
         if final:
             commit = len(hypothesis)
         else:
-            agreed = agreed_prefix_length(self.previous, hypothesis)
+            # A sentence is committed once both hypotheses agree on it and the next word has begun, so the cut lies
+            # in the pause between them: a recogniser's end time for the last word it heard is often early, and a
+            # cut there leaves a piece of that word ("2027" -> "27") to be transcribed again.
+            agreed = min(agreed_prefix_length(self.previous, hypothesis), len(hypothesis) - 1)
             commit = max((i + 1 for i in range(agreed) if ends_sentence(hypothesis[i].text)), default=0)
             if commit == 0 and tail_seconds > self.max_tail_seconds:
                 keep_from = tail_seconds - self.max_tail_seconds / 2

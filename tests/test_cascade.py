@@ -80,11 +80,13 @@ def test_fake_asr_hold_back_uses_one_absolute_time_base_after_tail_cuts(tiny_lm)
     translator = cascade(tiny_lm, hold_back=0.25, min_start_seconds=0.0)
     audio = timeline_audio(4.4)
     translator.feed_audio(audio[: int(3.0 * RATE)])
-    translator.feed_audio(audio[int(3.0 * RATE): int(3.2 * RATE)])  # the first sentence is agreed and committed
+    translator.feed_audio(audio[int(3.0 * RATE): int(3.2 * RATE)])
+    assert translator.committed_sentences == []  # agreed, but no next word yet: the cut could clip "budget."
+    translator.feed_audio(audio[int(3.2 * RATE): int(3.6 * RATE)])  # "schools" has begun: commit
     assert [[w.text for w in s] for s in translator.committed_sentences] == [
         ["the", "committee", "approved", "the", "budget."]]
-    assert translator.stabilizer.tail_start == pytest.approx(2.4)  # cut after the committed sentence
-    translator.feed_audio(audio[int(3.2 * RATE):])  # now = 4.4 s
+    assert translator.stabilizer.tail_start == pytest.approx(2.7)  # midway through the 2.4-3.0 pause
+    translator.feed_audio(audio[int(3.6 * RATE):])  # now = 4.4 s
     step = translator.translator.steps[-1]
     # Live words end at 3.5, 3.7, 4.3 (absolute); with now - hold_back = 4.15, two are accessible. Tail-relative
     # times (the reference's bug) would make all three accessible.

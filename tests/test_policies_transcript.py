@@ -84,6 +84,14 @@ def test_abbreviations_and_decimals_do_not_split_sentences():
     assert stabilizer.update(timed(text), 8.0).committed_sentences == ()
 
 
+def test_a_sentence_is_committed_only_once_the_next_word_has_begun():
+    stabilizer = TranscriptStabilizer()
+    stabilizer.update(timed("It rose in 2027."), 2.5)
+    assert stabilizer.update(timed("It rose in 2027."), 3.0).committed_sentences == ()
+    update = stabilizer.update(timed("It rose in 2027. Then"), 3.5)
+    assert [w.text for w in update.committed_sentences[0]] == ["It", "rose", "in", "2027."]
+
+
 def test_final_commits_everything_split_into_sentences():
     stabilizer = TranscriptStabilizer()
     update = stabilizer.update(timed("First one. Second one. third"), 4.0, final=True)

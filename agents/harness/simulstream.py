@@ -58,15 +58,20 @@ class StreamingSpeechProcessor(SpeechProcessor):
         config.validate()
 
     @classmethod
+    def config_for_languages(cls, config, source_lang: str, target_lang: str):
+        """`config` for another direction, checked (ConfigError naming the pair if it is unsupported)."""
+        changed = dataclasses.replace(config, source_lang=source_lang, target_lang=target_lang)
+        try:
+            cls.check_config(changed)
+        except ValueError as error:
+            raise ConfigError(f"unsupported language pair {source_lang}->{target_lang}: {error}") from None
+        return changed
+
+    @classmethod
     def check_languages(cls, values: dict, source_lang: str | None, target_lang: str | None) -> None:
         """Refuse the YAML `values` with the languages a run will set, before any weights load."""
         config = cls.parse_config(SimpleNamespace(**values))
-        languages = {"source_lang": source_lang or config.source_lang, "target_lang": target_lang or config.target_lang}
-        try:
-            cls.check_config(dataclasses.replace(config, **languages))
-        except ValueError as error:
-            raise ConfigError(f"unsupported language pair {languages['source_lang']}->{languages['target_lang']}: "
-                              f"{error}") from None
+        cls.config_for_languages(config, source_lang or config.source_lang, target_lang or config.target_lang)
 
     @classmethod
     def shared_key(cls, config) -> tuple:
@@ -108,11 +113,7 @@ class StreamingSpeechProcessor(SpeechProcessor):
     def _set_languages(self, source_lang: str, target_lang: str) -> None:
         if (source_lang, target_lang) == (self.source_lang, self.target_lang):
             return
-        config = dataclasses.replace(self.base_config, source_lang=source_lang, target_lang=target_lang)
-        try:
-            self.check_config(config)
-        except ValueError as error:
-            raise ConfigError(f"unsupported language pair {source_lang}->{target_lang}: {error}") from None
+        self.config_for_languages(self.base_config, source_lang, target_lang)
         self.source_lang, self.target_lang = source_lang, target_lang
         self.translator = None  # rebuilt for the new direction (prompt, heads) at the next chunk
 
