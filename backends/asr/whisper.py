@@ -81,8 +81,9 @@ def resolve_whisper_model(spec: str) -> Path:
 
 
 class WhisperRecognizer(SpeechRecognizer):
-    """Greedy decoding with word timestamps, no conditioning on earlier text, and Silero VAD (shipped inside
-    faster-whisper) so silence and noise give no words instead of Whisper's hallucinated "Thank you."."""
+    """Greedy decoding (no sampling fallback, so runs repeat exactly) with word timestamps, no conditioning on
+    earlier text, and Silero VAD (shipped inside faster-whisper) so silence and noise give no words instead of
+    Whisper's hallucinated "Thank you."."""
 
     def __init__(self, model, languages: frozenset[str]):
         self.model = model
@@ -115,6 +116,7 @@ class WhisperRecognizer(SpeechRecognizer):
         segments, _ = self.model.transcribe(
             np.ascontiguousarray(audio, dtype=np.float32), language=language, beam_size=1, word_timestamps=True,
             condition_on_previous_text=False, vad_filter=True, vad_parameters={"min_silence_duration_ms": 500},
+            temperature=0.0,  # greedy only: the default fallback samples at higher temperatures (not reproducible)
         )
         pieces = [(word.word, float(word.start), float(word.end)) for segment in segments for word in segment.words]
         words = merge_word_pieces(pieces)

@@ -1,0 +1,56 @@
+"""The embedded recogniser (faster-whisper, Whisper base from PyPI) on espeak-ng speech: word times on the audio's
+time base, reproducible runs, no words for silence, and clear errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backends.asr import RecognizerError, load_recognizer
+
+pytestmark = pytest.mark.real_model
+SENTENCE = "The city will build three new schools next year."
+
+
+@pytest.fixture(scope="module")
+def whisper():
+    try:
+        return load_recognizer("whisper", "embedded")
+    except RecognizerError as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture(scope="module")
+def speech():
+    from agents.synthetic_speech import SynthesisError, speak
+
+    try:
+        return np.concatenate([np.zeros(8000, np.float32), speak(SENTENCE)])  # 0.5 s of silence first
+    except SynthesisError as error:
+        pytest.skip(str(error))
+
+
+def test_words_are_recognised_with_monotone_times_inside_the_audio(whisper, speech):
+    words = whisper.transcribe(speech, "en")
+    duration = len(speech) / 16_000
+    text = " ".join(w.text for w in words).lower()
+    assert "schools" in text and "year" in text, text
+    assert words[0].end > 0.5  # no word ends inside the leading half second of silence (starts are often early)
+    assert all(0 <= w.start <= w.end <= duration for w in words)
+    assert all(a.end <= b.start + 1e-6 for a, b in zip(words, words[1:]))
+    assert whisper.transcribe(speech, "en") == words  # greedy, no sampling fallback: runs repeat exactly
+
+
+def test_silence_and_empty_audio_give_no_words(whisper):
+    assert whisper.transcribe(np.zeros(3 * 16_000, np.float32), "en") == []
+    assert whisper.transcribe(np.zeros(0, np.float32), "en") == []
+
+
+def test_bad_requests_fail_with_the_fix(whisper, tmp_path):
+    with pytest.raises(RecognizerError, match="cannot transcribe language 'xx'"):
+        whisper.transcribe(np.zeros(16_000, np.float32), "xx")
+    with pytest.raises(RecognizerError, match="longer than Whisper's 30 s window"):
+        whisper.transcribe(np.zeros(31 * 16_000, np.float32), "en")
+    with pytest.raises(RecognizerError, match="no faster-whisper model"):
+        load_recognizer("whisper", str(tmp_path))
+    with pytest.raises(RecognizerError, match="unknown ASR backend"):
+        load_recognizer("kaldi")
