@@ -51,14 +51,20 @@ def agent_type(spec: str) -> str:
     return f"{module_name}.{class_name}"
 
 
-def processor_config(agent: str, config_path: str | None, overrides: list[str]) -> dict:
-    """The simulstream processor YAML as a dict: the agent's `type`, our YAML, `key=value` overrides, defaults."""
-    values = read_yaml(config_path) if config_path else {}
+def parse_overrides(overrides: list[str]) -> dict:
+    """`--set KEY=VALUE` arguments as a dict, each value read as YAML (numbers, booleans, strings)."""
+    values = {}
     for override in overrides:
         key, sep, value = override.partition("=")
         if not sep:
             raise CommandError(f"--set expects KEY=VALUE, got {override!r}")
         values[key.strip()] = yaml.safe_load(value)
+    return values
+
+
+def processor_config(agent: str, config_path: str | None, overrides: list[str]) -> dict:
+    """The simulstream processor YAML as a dict: the agent's `type`, our YAML, `key=value` overrides, defaults."""
+    values = {**(read_yaml(config_path) if config_path else {}), **parse_overrides(overrides)}
     values["type"] = agent_type(agent)
     for key, value in DETOKENIZER_DEFAULTS.items():
         values.setdefault(key, value)

