@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import (
+    Gemma2Config,
+    Gemma2ForCausalLM,
     Gemma3Config,
     Gemma3ForCausalLM,
     Gemma3ForConditionalGeneration,
@@ -26,6 +28,8 @@ from transformers import (
     GenerationConfig,
     LlamaConfig,
     LlamaForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerFast,
@@ -43,7 +47,7 @@ from transformers import (
     SiglipVisionConfig,
 )
 
-TINY_ARCHITECTURES = ("gemma4", "gemma3", "qwen3", "qwen2", "llama")
+TINY_ARCHITECTURES = ("gemma4", "gemma3", "qwen3", "qwen2", "llama", "gemma2", "phi3")
 TINY_MULTIMODAL_ARCHITECTURES = ("gemma4", "gemma3")  # also built with vision (and audio) towers
 TINY_SPEECH_ARCHITECTURES = ("qwen3-asr", "qwen3-aligner")  # Qwen3-ASR and Qwen3-ForcedAligner (backends.asr.qwen3)
 
@@ -227,6 +231,11 @@ def build_tiny_config(arch: str, tokenizer: PreTrainedTokenizerFast) -> Pretrain
         )
     if arch == "qwen2":
         return Qwen2Config(**common, num_hidden_layers=3)
+    if arch == "gemma2":  # alternating sliding/full layers, attention and final logit softcapping (eager only)
+        return Gemma2Config(**common, num_hidden_layers=4, head_dim=32, query_pre_attn_scalar=32,
+                            sliding_window=TINY_SLIDING_WINDOW)
+    if arch == "phi3":
+        return Phi3Config(**common, num_hidden_layers=3)
     return LlamaConfig(**common, num_hidden_layers=3)
 
 
@@ -238,6 +247,8 @@ def build_tiny_model(arch: str, *, seed: int = 0) -> tuple[PreTrainedModel, PreT
         "qwen3": Qwen3ForCausalLM,
         "qwen2": Qwen2ForCausalLM,
         "llama": LlamaForCausalLM,
+        "gemma2": Gemma2ForCausalLM,
+        "phi3": Phi3ForCausalLM,
     }
     tokenizer = build_tiny_tokenizer(arch)
     config = build_tiny_config(arch, tokenizer)
