@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from agents import datasets
+from agents.evaluation import command as evaluation
+from agents.evaluation.runs import EvaluationError
 
 
 def _print(message: str) -> None:
@@ -148,6 +150,10 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
      add_calibrate_heads_arguments, calibrate_heads_command),
     ("prepare-mcif", "write MCIF dev source/reference files for SimulEval",
      add_prepare_mcif_arguments, prepare_mcif_command),
+    ("eval", "run an agent on a test set (sweeping operating points) and score it with the official tools",
+     evaluation.add_eval_arguments, evaluation.eval_command),
+    ("synth-set", "speak a text file on an audio-segments timeline with espeak-ng: a long-form speech test set",
+     evaluation.add_synth_set_arguments, evaluation.synth_set_command),
 )
 
 
@@ -165,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, FileNotFoundError) as error:  # bad input: one clear line, no traceback
+    except (ValueError, FileNotFoundError, EvaluationError) as error:  # bad input: one clear line, no traceback
         _print(f"simulagents {args.command}: error: {error}")
         return 2
 

@@ -1,0 +1,143 @@
+"""`simulagents eval` (agent + test set -> runs -> official scores -> report) and `simulagents synth-set` (a text
+file and an audio-segments YAML -> a synthetic long-form speech test set)."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from agents import datasets
+from agents.evaluation import comet, data, report, runs, scoring
+
+
+def _print(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agent", required=True,
+                        help="MODULE:CLASS: a simulstream speech agent (e.g. agents.alignatt4llm:Agent) runs on long-"
+                             "form speech, a SimulEval text agent (agents.alignatt4llm:TextAgent) on source lines")
+    parser.add_argument("--config", help="the agent's YAML operating point (eval_configs/*.yaml)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one setting in every run")
+    parser.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2",
+                        help="one run per value (several --sweep: every combination), e.g. speech_chunk_size=2.5,4")
+    parser.add_argument("--name", help="system name in the report (default: the agent's module name)")
+    parser.add_argument("--offline", action="store_true",
+                        help="add the offline row: the same model translating whole source sentences")
+    data_group = parser.add_argument_group("test set (MCIF dev from the shared data, or your own files)")
+    data_group.add_argument("--dataset", choices=("mcif-dev",), help="MCIF dev lines (speech: synthesised with "
+                            "espeak-ng on the talks' own timeline, once, into --cache)")
+    data_group.add_argument("--split", choices=datasets.SPLITS, default="evaluation",
+                            help="MCIF talk split (default: evaluation; the calibration talks tuned the heads)")
+    data_group.add_argument("--max-talks", type=int, help="only the first N talks of the split")
+    data_group.add_argument("--data-dir", type=Path, help="shared data directory (default: $SIMULAGENTS_DATA or "
+                                                         "../shared/data)")
+    data_group.add_argument("--cache", type=Path, default=Path("runs/test-sets"),
+                            help="where synthetic speech sets are kept (default: runs/test-sets)")
+    data_group.add_argument("--wav-list", help="speech: one talk wav per line")
+    data_group.add_argument("--segments", help="speech: audio-segments YAML ({wav, offset, duration} per line)")
+    data_group.add_argument("--source", help="source lines (text input; for speech: transcripts, for the offline "
+                                             "row and COMET)")
+    data_group.add_argument("--reference", help="reference translations, one per source line / segment")
+    data_group.add_argument("--src-lang", default="en")
+    data_group.add_argument("--tgt-lang", required=True)
+    parser.add_argument("--out", required=True, type=Path, help="output folder; its report covers every run in it")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once, each in its own process (default 1)")
+    parser.add_argument("--comet-env", help=f"venv with omnisteval + unbabel-comet (default: "
+                                            f"${comet.COMET_ENV_VARIABLE}); COMET is skipped without it")
+    parser.add_argument("--comet-model", action="append", default=[],
+                        help=f"COMET model(s) (default {comet.DEFAULT_COMET_MODEL}; e.g. Unbabel/XCOMET-XL)")
+
+
+def build_eval_set(args: argparse.Namespace, kind: str) -> data.EvalSet:
+    if args.dataset == "mcif-dev":
+        if any((args.wav_list, args.segments, args.source, args.reference)):
+            raise ValueError("--dataset mcif-dev brings its own files; drop --wav-list/--segments/--source/--reference")
+        if args.src_lang != "en":
+            raise ValueError("MCIF dev is English speech: --src-lang must be en")
+        if kind == runs.TEXT:
+            return data.mcif_text_set(args.tgt_lang, args.split, args.max_talks, args.data_dir)
+        _print("preparing the synthetic MCIF talks (espeak-ng; made once, then reused) ...")
+        return data.mcif_speech_set(args.tgt_lang, args.split, args.cache.resolve(), args.max_talks, args.data_dir)
+    if kind == runs.SPEECH:
+        if not (args.wav_list and args.segments and args.reference):
+            raise ValueError("a speech agent needs --wav-list, --segments and --reference (or --dataset mcif-dev)")
+        return data.speech_set(args.wav_list, args.segments, args.reference, args.src_lang, args.tgt_lang,
+                               args.source)
+    if not (args.source and args.reference):
+        raise ValueError("a text agent needs --source and --reference (or --dataset mcif-dev)")
+    return data.text_set(args.source, args.reference, args.src_lang, args.tgt_lang)
+
+
+def run_specs(args: argparse.Namespace, kind: str) -> list[runs.RunSpec]:
+    from agents.simulstream_cli import parse_overrides
+
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    system = args.name or args.agent.partition(":")[0].rpartition(".")[2]
+    fixed = parse_overrides(args.set)
+    config = str(Path(args.config).resolve()) if args.config else None
+    if config and not Path(config).is_file():
+        raise FileNotFoundError(f"--config {args.config} does not exist; shipped operating points are in eval_configs/")
+    specs = [runs.RunSpec(system, args.agent, kind, runs.regime_label(point), {**fixed, **point}, config)
+             for point in runs.parse_sweep(args.sweep)]
+    if args.offline:
+        specs.append(runs.RunSpec(system, args.agent, runs.OFFLINE, "offline", fixed, config))
+    return specs
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    kind = runs.agent_kind(args.agent)
+    dataset = build_eval_set(args, kind)
+    specs = run_specs(args, kind)
+    comet_env = comet.comet_environment(args.comet_env)
+    out = args.out.resolve()
+    unit = f"{dataset.audio_seconds / 60:.1f} min of audio" if dataset.is_speech else f"{len(dataset.references)} lines"
+    _print(f"{len(specs)} run(s) of {args.agent} on {dataset.name} en→{dataset.target_lang} ({unit}), "
+           f"{args.jobs} at a time, into {out}")
+    started = time.monotonic()
+    finished = runs.execute(specs, dataset, out, jobs=args.jobs, report=_print)
+    skipped = comet.skipped_note(comet_env, dataset)
+    for spec, run_dir in finished:
+        scores = scoring.score_run(spec, run_dir, dataset)
+        if skipped is None:
+            scores.update(comet.comet_scores(comet_env, spec, run_dir, dataset,
+                                             args.comet_model or [comet.DEFAULT_COMET_MODEL]))
+        report.Result(spec.to_json(), dataset.name, dataset.target_lang, scores,
+                      (skipped,) if skipped else ()).save(run_dir)
+    paths = report.write_report(out, {"agent": args.agent, "dataset": dataset.name,
+                                      "target_lang": dataset.target_lang, "command": sys.argv})
+    print(paths["table"].read_text())
+    _print(f"done in {time.monotonic() - started:.0f} s: " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def add_synth_set_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--text", required=True, type=Path, help="one line to speak per segment")
+    parser.add_argument("--segments", required=True, type=Path, help="audio-segments YAML ({wav, offset, "
+                                                                     "duration} per line), e.g. MCIF's")
+    parser.add_argument("--out", required=True, type=Path, help="folder for the wavs, wavs.txt and the spoken "
+                                                                "segments' YAML")
+    parser.add_argument("--voice", default="en-us", help="espeak-ng voice (default en-us)")
+
+
+def synth_set_command(args: argparse.Namespace) -> int:
+    from agents.synthetic_speech import read_segments, synthesize_long_form
+
+    lines = data.read_lines(args.text, "text")
+    segments = read_segments(args.segments)
+    started = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 50 == 0:
+            _print(f"  {done}/{total} lines, {time.monotonic() - started:.0f} s")
+
+    built = synthesize_long_form(lines, segments, args.out, voice=args.voice, progress=progress)
+    print(f"wav list: {built.wav_list}\nsegments as spoken: {built.segments}")
+    if built.shifted_lines:
+        print(f"{built.shifted_lines} line(s) ran past the next offset at the fastest rate and were started later; "
+              "score with the segments file above")
+    return 0

@@ -1,0 +1,211 @@
+"""One evaluation run = one agent at one operating point on one test set, executed by the real harness in its own
+process (simulstream's runner for speech agents, SimulEval's CLI for text agents, whole sentences for the offline
+row); several run in parallel, each reporting how far it got."""
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import yaml
+
+from agents.evaluation.data import EvalSet
+
+SPEECH, TEXT, OFFLINE = "speech", "text", "offline"
+
+
+class EvaluationError(RuntimeError):
+    """A run failed or its output cannot be scored; the message names the run and where its log is."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """`system` at operating point `regime`: `settings` (the swept and the fixed ones) on top of `config`; `kind`
+    says which harness runs it."""
+
+    system: str
+    agent: str
+    kind: str
+    regime: str
+    settings: dict = field(default_factory=dict)
+    config: str | None = None
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{self.system}/{self.regime}").strip("_")
+
+    def directory(self, out: Path) -> Path:
+        return out / "runs" / self.slug
+
+    def to_json(self) -> dict:
+        return {"system": self.system, "agent": self.agent, "kind": self.kind, "regime": self.regime,
+                "settings": self.settings, "config": self.config}
+
+
+def agent_class(spec: str):
+    """MODULE:CLASS (or MODULE.CLASS) imported; ValueError naming what is wrong."""
+    module_name, sep, class_name = spec.partition(":")
+    if not sep:
+        module_name, _, class_name = spec.rpartition(".")
+    if not module_name or not class_name:
+        raise ValueError(f"--agent must look like MODULE:CLASS (e.g. agents.alignatt4llm:Agent), got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        raise ValueError(f"--agent {spec}: cannot import {module_name!r} ({error})") from None
+    try:
+        return getattr(module, class_name)
+    except AttributeError:
+        raise ValueError(f"--agent {spec}: {module_name} has no {class_name!r}") from None
+
+
+def agent_kind(spec: str) -> str:
+    """SPEECH for simulstream speech processors, TEXT for SimulEval text-to-text agents."""
+    cls = agent_class(spec)
+    try:
+        from simulstream.server.speech_processors import SpeechProcessor
+
+        if isinstance(cls, type) and issubclass(cls, SpeechProcessor):
+            return SPEECH
+    except ImportError:
+        pass
+    try:
+        from simuleval.agents import TextToTextAgent
+
+        if isinstance(cls, type) and issubclass(cls, TextToTextAgent):
+            return TEXT
+    except ImportError:
+        pass
+    raise ValueError(f"--agent {spec} is neither a simulstream speech processor nor a SimulEval text-to-text agent")
+
+
+def parse_sweep(sweeps: Sequence[str]) -> list[dict]:
+    """`KEY=V1,V2` options -> one settings dict per point of their cartesian product (values read as YAML)."""
+    axes = []
+    for sweep in sweeps:
+        key, sep, values = sweep.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise ValueError(f"--sweep expects KEY=V1,V2,..., got {sweep!r}")
+        axes.append([(key.strip(), yaml.safe_load(value)) for value in values.split(",")])
+    return [dict(point) for point in itertools.product(*axes)] if axes else [{}]
+
+
+def regime_label(settings: dict) -> str:
+    return ",".join(f"{key}={value}" for key, value in settings.items()) or "default"
+
+
+def command(spec: RunSpec, dataset: EvalSet, run_dir: Path) -> list[str]:
+    """The harness command line of one run (the same a user would type)."""
+    settings = spec.settings
+    if spec.kind == SPEECH:
+        arguments = [sys.executable, "-m", "agents.simulstream_cli", "--agent", spec.agent,
+                     "--wav-list", str(dataset.wav_list), "--src-lang", dataset.source_lang,
+                     "--tgt-lang", dataset.target_lang, "--metrics-log", str(run_dir / "metrics.jsonl")]
+        arguments += ["--config", spec.config] if spec.config else []
+        for key, value in settings.items():
+            arguments += ["--set", f"{key}={value}"]
+        return arguments
+    reference, source = dataset.write_text_files(run_dir)
+    if spec.kind == TEXT:
+        plugins = Path(__file__).resolve().parents[1] / "simuleval_plugins"
+        arguments = [str(Path(sys.executable).parent / "simuleval"), "--agent-class", spec.agent.replace(":", "."),
+                     "--source", str(source), "--target", str(reference), "--output", str(run_dir / "simuleval"),
+                     "--user-dir", str(plugins), "--quality-metrics", "BLEU", "CHRF",
+                     "--latency-metrics", "LAAL", "AL", "DAL", "AP", "--source-lang", dataset.source_lang,
+                     "--target-lang", dataset.target_lang, "--no-progress-bar"]
+        if dataset.latency_unit == "char":
+            arguments += ["--sacrebleu-tokenizer", "zh", "--eval-latency-unit", "char"]
+        arguments += ["--config", spec.config] if spec.config else []
+        for key, value in settings.items():
+            arguments += [f"--{key.replace('_', '-')}", str(value)]
+        return arguments
+    arguments = [sys.executable, "-m", "agents.evaluation.offline", "--agent", spec.agent, "--source", str(source),
+                 "--source-lang", dataset.source_lang, "--target-lang", dataset.target_lang,
+                 "--out", str(run_dir / "offline.txt")]
+    arguments += ["--config", spec.config] if spec.config else []
+    for key, value in settings.items():
+        arguments += ["--set", f"{key}={value}"]
+    return arguments
+
+
+def progress_fraction(spec: RunSpec, dataset: EvalSet, run_dir: Path) -> float:
+    """How much of the test set a running run has done, read from what its harness has written so far."""
+    if spec.kind == SPEECH:
+        log = run_dir / "metrics.jsonl"
+        heard: dict[int, float] = {}
+        if log.is_file():
+            for line in log.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:  # the line being written
+                    continue
+                if "total_audio_processed" in record:
+                    heard[record["id"]] = max(heard.get(record["id"], 0.0), record["total_audio_processed"])
+        return min(1.0, sum(heard.values()) / max(dataset.audio_seconds, 1e-9))
+    written = run_dir / ("simuleval/instances.log" if spec.kind == TEXT else "offline.txt")
+    done = len(written.read_text().splitlines()) if written.is_file() else 0
+    return min(1.0, done / max(len(dataset.references), 1))
+
+
+@dataclass
+class RunningRun:
+    spec: RunSpec
+    run_dir: Path
+    process: subprocess.Popen
+    started: float
+
+
+def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1, report=print,
+            poll_seconds: float = 1.0) -> list[tuple[RunSpec, Path]]:
+    """Run every spec (at most `jobs` at once, each with its share of the CPU threads), printing progress.
+
+    Returns (spec, run directory) of each run in the order they finished; EvaluationError names the runs that failed and where their logs are."""
+    pending, running, finished, failed = list(specs), [], [], []
+    threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
+    last_report = time.monotonic()
+    while pending or running:
+        while pending and len(running) < jobs:
+            spec = pending.pop(0)
+            run_dir = spec.directory(out)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "run.json").write_text(json.dumps(spec.to_json(), indent=2))
+            arguments = command(spec, dataset, run_dir)
+            (run_dir / "command.txt").write_text(" ".join(arguments) + "\n")
+            env = dict(os.environ)
+            if jobs > 1:
+                env.setdefault("OMP_NUM_THREADS", str(threads))
+            with open(run_dir / "harness.log", "w") as log:
+                process = subprocess.Popen(arguments, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                           cwd=Path(__file__).resolve().parents[2])
+            running.append(RunningRun(spec, run_dir, process, time.monotonic()))
+            report(f"started {spec.slug} ({spec.kind}): {run_dir / 'harness.log'}")
+        for run in list(running):
+            if run.process.poll() is None:
+                continue
+            running.remove(run)
+            elapsed = time.monotonic() - run.started
+            if run.process.returncode == 0:
+                finished.append((run.spec, run.run_dir))
+                report(f"finished {run.spec.slug} in {elapsed:.0f} s")
+            else:
+                failed.append(run)
+                tail = (run.run_dir / "harness.log").read_text(errors="replace").strip().splitlines()[-3:]
+                report(f"FAILED {run.spec.slug} (exit {run.process.returncode}): " + " | ".join(tail))
+        if running and time.monotonic() - last_report >= 30:
+            last_report = time.monotonic()
+            report("  " + "; ".join(f"{r.spec.slug} {100 * progress_fraction(r.spec, dataset, r.run_dir):.0f}% "
+                                    f"({time.monotonic() - r.started:.0f} s)" for r in running))
+        if running:
+            time.sleep(poll_seconds)
+    if failed:
+        raise EvaluationError("runs failed: " + ", ".join(f"{r.spec.slug} (see {r.run_dir / 'harness.log'})"
+                                                        for r in failed))
+    return finished
