@@ -71,6 +71,7 @@ class GroupPositionDecoder:
         self.phi = phi
         self.max_word_tokens = max_word_tokens
         self.record_logits = record_logits
+        self.forward_calls = 0  # model calls over the decoder's life (kept across reset: benchmarks read it)
         self.reset()
 
     def reset(self) -> None:
@@ -86,7 +87,6 @@ class GroupPositionDecoder:
         self.lookahead: int | None = None  # greedy next token from the newest cached target row
         self.words_written = 0
         self.finished = False
-        self.forward_calls = 0
         self.row_logits: dict[tuple[str, int], torch.Tensor] = {}
         self._append_source(self.lm.encode(self.lm.template.source_prefix), unit=0)
 
