@@ -14,11 +14,13 @@ from transformers.cache_utils import DynamicCache
 from backends.streaming_masks.hf_inputs import additive_mask
 from backends.streaming_masks.segments import SegmentationError, StreamingTemplate
 
-WORD_START_MARKERS = (" ", "\u0120", "\u2581")  # a space, byte-level BPE's "Ġ", SentencePiece's "▁"
+# Whitespace as the pieces spell it: a space, tab or newline; byte-level BPE's "Ġ" (space), "Ċ" (newline) and "ĉ"
+# (tab); SentencePiece's "▁" and its byte-fallback pieces.
+WORD_START_MARKERS = (" ", "\t", "\n", "\u0120", "\u010a", "\u0109", "\u2581", "<0x0A>", "<0x09>", "<0x20>")
 
 
 def word_start_tokens(tokenizer, vocab_size: int) -> torch.Tensor:
-    """Bool [V]: the tokens that begin a new whitespace word (their piece starts with a space marker)."""
+    """Bool [V]: the tokens that begin a new whitespace word (their piece starts with whitespace)."""
     pieces = tokenizer.convert_ids_to_tokens(list(range(min(vocab_size, len(tokenizer)))))
     starts = torch.zeros(vocab_size, dtype=torch.bool)
     starts[: len(pieces)] = torch.tensor([bool(p) and p.startswith(WORD_START_MARKERS) for p in pieces])
