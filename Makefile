@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install demo test test-fast clean
+.PHONY: install demo test test-fast comet-env clean
 
 install: $(VENV)/.installed
 
@@ -33,5 +33,19 @@ test: install
 test-fast: install
 	$(PY) -m pytest -q -m "not real_model and not harness"
 
+# COMET/XCOMET for `simulagents eval --comet-env .venv-comet`: unbabel-comet needs transformers<5,
+# huggingface-hub<1 and numpy<2, which our models cannot use, so OmniSTEval --comet runs from this second venv.
+# Its models download from the Hugging Face hub on first use (or set HF_HOME to a cache that has them).
+COMET_VENV ?= .venv-comet
+comet-env: $(COMET_VENV)/.installed
+
+$(COMET_VENV)/.installed:
+	$(PYTHON) -m venv $(COMET_VENV)
+	$(COMET_VENV)/bin/python -m pip install -q --upgrade pip
+	$(if $(TORCH),$(COMET_VENV)/bin/python -m pip install -q "$(TORCH)")
+	# setuptools<81: the torchmetrics COMET resolves to imports pkg_resources, which setuptools 81 removed.
+	$(COMET_VENV)/bin/python -m pip install -q omnisteval==0.1.10 unbabel-comet==2.2.7 "setuptools<81"
+	touch $@
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(COMET_VENV) .pytest_cache

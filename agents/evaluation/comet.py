@@ -59,11 +59,13 @@ def comet_scores(env: Path, spec: RunSpec, run_dir: Path, dataset: EvalSet, mode
             inputs = ["shortform", "--hypothesis_file", str(run_dir / "simuleval/instances.log"),
                       "--ref_sentences_file", str(run_dir / "reference.txt")]
         result = subprocess.run([str(env / "bin" / "omnisteval"), *inputs, "--source_sentences_file", str(source),
-                                 "--comet", "--comet_model", model, "--no_latency", *unit_flags(dataset),
+                                 "--comet", "--comet_model", model, "--no_latency",
+                                 *unit_flags(dataset, longform=spec.kind == SPEECH),
                                  "--output_folder", str(output)], capture_output=True, text=True)
         if result.returncode != 0:
             tail = " | ".join(result.stderr.strip().splitlines()[-3:])
-            raise ScoringError(f"COMET ({model}) failed in {env}: {tail}")
+            raise ScoringError(f"COMET ({model}) failed in {env}: {tail} (COMET downloads its model from the Hugging "
+                               "Face hub on first use: without a network, put it in the hub cache, $HF_HOME)")
         value = read_scores_tsv(output / "scores.tsv").get("COMET")
         if value is None:
             raise ScoringError(f"COMET ({model}): {output / 'scores.tsv'} has no COMET row")

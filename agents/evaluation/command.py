@@ -96,7 +96,7 @@ def eval_command(args: argparse.Namespace) -> int:
     comet_env = comet.comet_environment(args.comet_env)
     out = args.out.resolve()
     unit = f"{dataset.audio_seconds / 60:.1f} min of audio" if dataset.is_speech else f"{len(dataset.references)} lines"
-    _print(f"{len(specs)} run(s) of {args.agent} on {dataset.name} en→{dataset.target_lang} ({unit}), "
+    _print(f"{len(specs)} run(s) of {args.agent} on {dataset.name} {dataset.source_lang}→{dataset.target_lang} ({unit}), "
            f"{args.jobs} at a time, into {out}")
     started = time.monotonic()
     finished = runs.execute(specs, dataset, out, jobs=args.jobs, report=_print)
@@ -106,8 +106,8 @@ def eval_command(args: argparse.Namespace) -> int:
         if skipped is None:
             scores.update(comet.comet_scores(comet_env, spec, run_dir, dataset,
                                              args.comet_model or [comet.DEFAULT_COMET_MODEL]))
-        report.Result(spec.to_json(), dataset.name, dataset.target_lang, scores,
-                      (skipped,) if skipped else ()).save(run_dir)
+        report.Result(spec.to_json(), dataset.name, dataset.target_lang, scores, (skipped,) if skipped else (),
+                      dataset.source_lang).save(run_dir)
     paths = report.write_report(out, {"agent": args.agent, "dataset": dataset.name,
                                       "target_lang": dataset.target_lang, "command": sys.argv})
     print(paths["table"].read_text())

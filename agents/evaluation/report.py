@@ -29,6 +29,7 @@ class Result:
     target_lang: str
     scores: dict
     notes: tuple[str, ...] = ()
+    source_lang: str = "en"
 
     @property
     def kind(self) -> str:
@@ -43,13 +44,14 @@ class Result:
 
     def save(self, run_dir: Path) -> None:
         (run_dir / RESULT_FILE).write_text(json.dumps(
-            {"run": self.run, "dataset": self.dataset, "target_lang": self.target_lang, "scores": self.scores,
-             "notes": list(self.notes)}, indent=2, ensure_ascii=False))
+            {"run": self.run, "dataset": self.dataset, "source_lang": self.source_lang, "target_lang": self.target_lang,
+             "scores": self.scores, "notes": list(self.notes)}, indent=2, ensure_ascii=False))
 
     @classmethod
     def load(cls, path: Path) -> "Result":
         data = json.loads(path.read_text())
-        return cls(data["run"], data["dataset"], data["target_lang"], data["scores"], tuple(data.get("notes", ())))
+        return cls(data["run"], data["dataset"], data["target_lang"], data["scores"], tuple(data.get("notes", ())),
+                   data.get("source_lang", "en"))
 
 
 def collect(out: Path) -> list[Result]:
@@ -81,7 +83,7 @@ def table(results: list[Result]) -> str:
         for r in rows + offline:
             system = "Offline" if r.kind == OFFLINE else r.run["system"]
             regime = "-" if r.kind == OFFLINE else r.run["regime"]
-            lines.append(f"| en→{r.target_lang} | {system} | {regime} | "
+            lines.append(f"| {r.source_lang}→{r.target_lang} | {system} | {regime} | "
                          + " | ".join(_cell(r.value(metric), divisor) for _, metric, divisor in used) + " |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
@@ -117,7 +119,7 @@ def plot(results: list[Result], path: Path) -> Path | None:
         for index, (lang, system) in enumerate(systems):
             color = colors[index % len(colors)]
             points = [r for r in streamed if (r.target_lang, r.run["system"]) == (lang, system)]
-            name = f"{system} (en→{lang})" if len({l for l, _ in systems}) > 1 else system
+            name = f"{system} (→{lang})" if len({l for l, _ in systems}) > 1 else system
             variants = (("LongYAAL (CU)", "-", "CU"), ("LongYAAL (CA)", "--", "CA")) if speech else (
                 ("LAAL", "-", "LAAL"),)
             for metric, style, tag in variants:
@@ -146,8 +148,8 @@ def write_report(out: Path, header: dict) -> dict[str, Path]:
     results = collect(out)
     paths = {"json": out / "report.json", "tsv": out / "report.tsv", "table": out / "table.md"}
     paths["json"].write_text(json.dumps({**header, "results": [
-        {"run": r.run, "dataset": r.dataset, "target_lang": r.target_lang, "scores": r.scores, "notes": list(r.notes)}
-        for r in results]}, indent=2, ensure_ascii=False))
+        {"run": r.run, "dataset": r.dataset, "source_lang": r.source_lang, "target_lang": r.target_lang,
+         "scores": r.scores, "notes": list(r.notes)} for r in results]}, indent=2, ensure_ascii=False))
     paths["tsv"].write_text(tsv(results))
     notes = sorted({note for r in results for note in r.notes})
     if any(math.isnan(v) for r in results for k, v in r.scores.items() if "YAAL" in k):

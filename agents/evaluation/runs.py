@@ -3,6 +3,7 @@ process (simulstream's runner for speech agents, SimulEval's CLI for text agents
 row); several run in parallel, each reporting how far it got."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import itertools
 import json
@@ -119,8 +120,10 @@ def command(spec: RunSpec, dataset: EvalSet, run_dir: Path) -> list[str]:
         arguments = [str(Path(sys.executable).parent / "simuleval"), "--agent-class", spec.agent.replace(":", "."),
                      "--source", str(source), "--target", str(reference), "--output", str(run_dir / "simuleval"),
                      "--user-dir", str(plugins), "--quality-metrics", "BLEU", "CHRF",
-                     "--latency-metrics", "LAAL", "AL", "DAL", "AP", "--source-lang", dataset.source_lang,
-                     "--target-lang", dataset.target_lang, "--no-progress-bar"]
+                     "--latency-metrics", "LAAL", "AL", "DAL", "AP", "--no-progress-bar"]
+        knobs = {f.name for f in dataclasses.fields(agent_class(spec.agent).config_class)}
+        for knob, language in (("source_lang", dataset.source_lang), ("target_lang", dataset.target_lang)):
+            arguments += [f"--{knob.replace('_', '-')}", language] if knob in knobs else []
         if dataset.latency_unit == "char":
             arguments += ["--sacrebleu-tokenizer", "zh", "--eval-latency-unit", "char"]
         arguments += ["--config", spec.config] if spec.config else []

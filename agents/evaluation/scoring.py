@@ -67,11 +67,10 @@ def omnisteval_command() -> str:
     return str(Path(sys.executable).parent / "omnisteval")
 
 
-def unit_flags(dataset: EvalSet) -> list[str]:
-    """OmniSTEval's unit, Moses language and BLEU tokenizer for the target language."""
-    if dataset.latency_unit == "char":
-        return ["--char_level", "--lang", dataset.target_lang, "--bleu_tokenizer", "zh"]
-    return ["--word_level", "--lang", dataset.target_lang]
+def unit_flags(dataset: EvalSet, longform: bool) -> list[str]:
+    """OmniSTEval's unit and BLEU tokenizer for the target language (and, long-form, its Moses language)."""
+    flags = ["--char_level", "--bleu_tokenizer", "zh"] if dataset.latency_unit == "char" else ["--word_level"]
+    return flags + (["--lang", dataset.target_lang] if longform else [])
 
 
 def run_omnisteval(arguments: list[str], output: Path) -> dict[str, float]:
@@ -127,7 +126,7 @@ def score_speech(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
     scores = run_omnisteval(
         ["longform", "--speech_segmentation", str(dataset.segments), "--ref_sentences_file",
          str(run_dir / "reference.txt"), "--hypothesis_file", str(log), "--hypothesis_format", "simulstream",
-         "--simulstream_config_file", str(log) + ".config.yaml", *unit_flags(dataset)],
+         "--simulstream_config_file", str(log) + ".config.yaml", *unit_flags(dataset, longform=True)],
         run_dir / "omnisteval")
     with output_to(run_dir / "scoring.log"):
         scores.update(simulstream_scores(run_dir, dataset))
@@ -146,7 +145,8 @@ def score_text(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
     if not any(p.strip() for p in predictions):
         raise ScoringError(f"{run_dir.name}: every hypothesis is empty; nothing to score (see {run_dir / 'harness.log'})")
     shortform = run_omnisteval(["shortform", "--hypothesis_file", str(instances), "--ref_sentences_file",
-                                str(run_dir / "reference.txt"), *unit_flags(dataset)], run_dir / "omnisteval")
+                                str(run_dir / "reference.txt"), *unit_flags(dataset, longform=False)],
+                               run_dir / "omnisteval")
     scores.update({f"OmniSTEval {name}": value for name, value in shortform.items()})
     return scores
 

@@ -1,0 +1,266 @@
+"""`simulagents eval` and `synth-set`: runs go through the real harnesses, and every score in the report equals what
+the official tools give when run by hand on the same logs (OmniSTEval, simulstream's scorers, SimulEval)."""
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import yaml
+
+from agents.cli import main as simulagents
+from agents.evaluation import data, runs
+from agents.evaluation.report import Result
+from agents.synthetic_speech import SAMPLE_RATE
+
+BIN = Path(sys.executable).parent
+TESTS = Path(__file__).resolve().parent
+
+SOURCES = ["Good morning everyone, and thank you for coming.",
+           "Today I will talk about simultaneous speech translation.",
+           "These systems translate while the speaker is still talking.",
+           "Thank you for your attention."]
+REFERENCES = ["Guten Morgen zusammen, und danke, dass Sie gekommen sind.",
+              "Heute spreche ich über simultane Sprachübersetzung.",
+              "Diese Systeme übersetzen, während der Sprecher noch spricht.",
+              "Vielen Dank für Ihre Aufmerksamkeit."]
+# Two talks; the second line of talk B is given too little room after the first and must be started later.
+SEGMENTS = [{"wav": "talkA.wav", "offset": 0.5, "duration": 2.8}, {"wav": "talkA.wav", "offset": 4.0, "duration": 3.2},
+            {"wav": "talkB.wav", "offset": 1.0, "duration": 3.0}, {"wav": "talkB.wav", "offset": 3.5, "duration": 1.8}]
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def talks(tmp_path_factory) -> dict:
+    """The synthetic two-talk test set, built by `simulagents synth-set`."""
+    folder = tmp_path_factory.mktemp("talks")
+    write_lines(folder / "en.txt", SOURCES)
+    write_lines(folder / "de.txt", REFERENCES)
+    (folder / "given.yaml").write_text(yaml.safe_dump(SEGMENTS))
+    assert simulagents(["synth-set", "--text", str(folder / "en.txt"), "--segments", str(folder / "given.yaml"),
+                        "--out", str(folder / "set")]) == 0
+    return {"folder": folder, "wav_list": folder / "set" / "wavs.txt", "segments": folder / "set" / "audio-segments.yaml",
+            "source": folder / "en.txt", "reference": folder / "de.txt"}
+
+
+def test_synth_set_speaks_each_line_at_its_offset_and_starts_an_overrun_later(talks):
+    spoken = yaml.safe_load(talks["segments"].read_text())
+    assert [s["wav"] for s in spoken] == [s["wav"] for s in SEGMENTS]
+    assert [s["offset"] for s in spoken[:3]] == [s["offset"] for s in SEGMENTS[:3]]
+    assert spoken[3]["offset"] == pytest.approx(spoken[2]["offset"] + spoken[2]["duration"] + 0.1, abs=2e-3)
+    assert talks["wav_list"].read_text().split() == ["talkA.wav", "talkB.wav"]
+    for name in ("talkA", "talkB"):
+        audio, rate = soundfile.read(talks["wav_list"].parent / f"{name}.wav", dtype="float32")
+        assert rate == SAMPLE_RATE and audio.ndim == 1
+        lines = [s for s in spoken if s["wav"] == f"{name}.wav"]
+        assert len(audio) / rate == pytest.approx(lines[-1]["offset"] + lines[-1]["duration"], abs=2e-3)
+        before_first = audio[: int(lines[0]["offset"] * rate)]
+        assert np.abs(before_first).max() == 0  # silence until the first line's offset
+        for line in lines:  # speech inside every spoken segment
+            inside = audio[int(line["offset"] * rate): int((line["offset"] + line["duration"]) * rate)]
+            assert np.sqrt(np.mean(inside ** 2)) > 0.01
+
+
+def test_sweeps_are_cartesian_products_with_readable_labels():
+    points = runs.parse_sweep(["speech_chunk_size=0.85,1.5", "border=1,2"])
+    assert points == [{"speech_chunk_size": 0.85, "border": 1}, {"speech_chunk_size": 0.85, "border": 2},
+                      {"speech_chunk_size": 1.5, "border": 1}, {"speech_chunk_size": 1.5, "border": 2}]
+    assert runs.regime_label(points[1]) == "speech_chunk_size=0.85,border=2"
+    assert runs.parse_sweep([]) == [{}]
+    with pytest.raises(ValueError, match="KEY=V1,V2"):
+        runs.parse_sweep(["speech_chunk_size"])
+
+
+def test_bad_test_sets_are_refused_with_the_problem_named(talks, tmp_path):
+    short = write_lines(tmp_path / "short.txt", REFERENCES[:3])
+    with pytest.raises(ValueError, match="3 lines but .* 4 segments"):
+        data.speech_set(talks["wav_list"], talks["segments"], short, "en", "de")
+    with pytest.raises(ValueError, match="4 lines but .* has 3"):
+        data.text_set(talks["source"], short, "en", "de")
+    only_a = tmp_path / "only_a.yaml"
+    only_a.write_text(yaml.safe_dump([s for s in yaml.safe_load(talks["segments"].read_text()) if s["wav"] == "talkA.wav"]))
+    with pytest.raises(ValueError, match="talkB .* has no segment in"):
+        data.speech_set(talks["wav_list"], only_a, write_lines(tmp_path / "two.txt", REFERENCES[:2]), "en", "de")
+    one_wav = write_lines(tmp_path / "one.txt", [str(talks["wav_list"].parent / "talkA.wav")])
+    with pytest.raises(ValueError, match="segments of talkB, which .* does not list"):
+        data.speech_set(one_wav, talks["segments"], talks["reference"], "en", "de")
+    blank = write_lines(tmp_path / "blank.txt", ["one line", ""])
+    with pytest.raises(ValueError, match=r"source lines \[2\] .* empty"):
+        data.text_set(blank, write_lines(tmp_path / "two_refs.txt", ["a", "b"]), "en", "de")
+
+
+def eval_args(talks, out: Path, agent: str, *extra: str) -> list[str]:
+    return ["eval", "--agent", agent, "--wav-list", str(talks["wav_list"]), "--segments", str(talks["segments"]),
+            "--reference", str(talks["reference"]), "--source", str(talks["source"]), "--tgt-lang", "de",
+            "--out", str(out), *extra]
+
+
+def report_results(out: Path) -> dict[str, dict]:
+    return {r["run"]["regime"]: r for r in json.loads((out / "report.json").read_text())["results"]}
+
+
+def test_empty_hypothesis_gets_a_clear_error_with_fake_silent_agent(talks, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    code = simulagents(eval_args(talks, tmp_path / "out", "fake_agents:FakeSlowSpeechProcessor",
+                                 "--set", "speech_chunk_size=2.0", "--set", "silent=true"))
+    assert code == 2
+    assert "hypothesis is empty for every talk" in capsys.readouterr().err
+
+
+def test_slower_than_real_time_system_gets_ca_above_cu_with_fake_slow_agent(talks, tmp_path, monkeypatch):
+    """Computation-aware delays add each chunk's computation time: with 1.5 s of work per 1 s chunk (RTF 1.5) every
+    unit's CA delay is 1.5 s after its CU delay, and the reported CA latencies are above the CU ones."""
+    from simulstream.config import yaml_config
+    from simulstream.metrics.readers import LogReader
+
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    out = tmp_path / "out"
+    assert simulagents(eval_args(talks, out, "fake_agents:FakeSlowSpeechProcessor", "--set",
+                                 "speech_chunk_size=1.0", "--set", "seconds_per_chunk=1.5")) == 0
+    scores = report_results(out)["default"]["scores"]
+    assert scores["RTF"] > 1.4
+    assert scores["LongYAAL (CA)"] > scores["LongYAAL (CU)"] + 500  # ms
+    assert scores["StreamLAAL (CA)"] > scores["StreamLAAL (CU)"] + 0.5  # s
+    log = out / "runs/fake_agents_default/metrics.jsonl"
+    for output in LogReader(yaml_config(f"{log}.config.yaml"), str(log)).final_outputs_and_latencies().values():
+        assert output.ideal_delays and all(ca - cu >= 1.5 for cu, ca in zip(output.ideal_delays,
+                                                                            output.computational_aware_delays))
+    assert (out / "table.md").read_text().count("| en→de |") == 1
+
+
+@pytest.mark.real_model
+@pytest.mark.harness
+def test_speech_report_equals_the_official_tools_run_by_hand(talks, tmp_path, embedded_model_path):
+    """The AlignAtt cascade (embedded default) at two chunk sizes plus the offline row; then OmniSTEval,
+    simulstream_score_latency and simulstream_stats run by hand on each metrics log must give the report's numbers."""
+    out = tmp_path / "out"
+    assert simulagents(eval_args(talks, out, "agents.alignatt4llm:Agent", "--config",
+                                 "eval_configs/alignatt4llm_cpu.yaml", "--sweep", "speech_chunk_size=2.0,3.0",
+                                 "--offline", "--jobs", "2")) == 0
+    results = report_results(out)
+    assert set(results) == {"speech_chunk_size=2.0", "speech_chunk_size=3.0", "offline"}
+    for regime in ("speech_chunk_size=2.0", "speech_chunk_size=3.0"):
+        scores = results[regime]["scores"]
+        run_dir = out / "runs" / f"alignatt4llm_{regime}"
+        log = run_dir / "metrics.jsonl"
+        config = f"{log}.config.yaml"
+        by_hand = tmp_path / f"omnisteval-{regime}"
+        subprocess.run([BIN / "omnisteval", "longform", "--speech_segmentation", talks["segments"],
+                        "--ref_sentences_file", talks["reference"], "--hypothesis_file", log, "--hypothesis_format",
+                        "simulstream", "--simulstream_config_file", config, "--word_level", "--lang", "de",
+                        "--output_folder", by_hand], check=True, capture_output=True)
+        official = dict(line.split("\t") for line in (by_hand / "scores.tsv").read_text().splitlines()[1:])
+        for name in ("BLEU", "chrF", "LongYAAL (CU)", "LongYAAL (CA)"):
+            assert scores[name] == pytest.approx(float(official[name]), abs=1e-4, nan_ok=True), name
+        latency = subprocess.run([BIN / "simulstream_score_latency", "--eval-config", config, "--log-file", log,
+                                  "--reference", talks["reference"], "--audio-definition", talks["segments"],
+                                  "--scorer", "stream_laal"], check=True, capture_output=True, text=True).stdout
+        ideal, aware = map(float, re.search(r"ideal_latency=([\d.e-]+), computational_aware_latency=([\d.e-]+)",
+                                            latency).groups())
+        assert (scores["StreamLAAL (CU)"], scores["StreamLAAL (CA)"]) == pytest.approx((ideal, aware))
+        stats = subprocess.run([BIN / "simulstream_stats", "--eval-config", config, "--log-file", log],
+                               check=True, capture_output=True, text=True).stdout
+        stats = json.loads(stats[stats.index("{"):])
+        assert scores["normalized_erasure"] == pytest.approx(stats["normalized_erasure"]["value"]) == 0
+        assert scores["RTF"] == pytest.approx(stats["real_time_factor"]["value"])
+        assert scores["LongYAAL (CA)"] >= scores["LongYAAL (CU)"] or math.isnan(scores["LongYAAL (CA)"])
+        assert 0 < scores["BLEU"] <= 100
+    offline = results["offline"]["scores"]
+    hypotheses = (out / "runs/alignatt4llm_offline/offline.txt").read_text().splitlines()
+    from sacrebleu.metrics import BLEU, CHRF
+
+    assert offline["BLEU"] == pytest.approx(BLEU().corpus_score(hypotheses, [REFERENCES]).score)
+    assert offline["chrF"] == pytest.approx(CHRF().corpus_score(hypotheses, [REFERENCES]).score)
+    table = (out / "table.md").read_text()
+    assert "| en→de | alignatt4llm | speech_chunk_size=2.0 |" in table and "| en→de | Offline | - |" in table
+    assert "COMET skipped" in table
+    assert (out / "quality_latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len((out / "report.tsv").read_text().splitlines()) == 4
+
+
+@pytest.mark.harness
+def test_text_report_equals_simuleval_and_omnisteval_run_by_hand_with_fake_agent(talks, tmp_path, monkeypatch):
+    """A text agent through SimulEval's CLI at two lags: the report's BLEU/chrF/LAAL/AL/DAL/AP equal SimulEval's own
+    re-scoring of its output folder (`--score-only`), and YAAL equals `omnisteval shortform` run by hand."""
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    out = tmp_path / "out"
+    assert simulagents(["eval", "--agent", "fake_agents:FakeUppercaseTextAgent", "--source", str(talks["source"]),
+                        "--reference", str(talks["source"]), "--src-lang", "en", "--tgt-lang", "de",
+                        "--sweep", "lag=1,3", "--out", str(out), "--jobs", "2"]) == 0
+    results = report_results(out)
+    assert set(results) == {"lag=1", "lag=3"}
+    assert results["lag=3"]["scores"]["LAAL"] > results["lag=1"]["scores"]["LAAL"]
+    for regime, result in results.items():
+        output = out / "runs" / f"fake_agents_{regime}" / "simuleval"
+        rescored = tmp_path / f"rescored-{regime}"
+        subprocess.run([BIN / "simuleval", "--score-only", "--output", output, "--quality-metrics", "BLEU", "CHRF",
+                        "--latency-metrics", "LAAL", "AL", "DAL", "AP", "--user-dir", "agents/simuleval_plugins"],
+                       check=True, capture_output=True, cwd=TESTS.parent, env={"PYTHONPATH": str(TESTS)})
+        names, values = (output / "scores.tsv").read_text().splitlines()[:2]
+        official = dict(zip(names.split("\t"), map(float, values.split("\t"))))
+        for name in ("BLEU", "CHRF", "LAAL", "AL", "DAL", "AP"):
+            assert result["scores"][name] == pytest.approx(official[name], abs=1e-3), name
+        by_hand = tmp_path / f"omnisteval-{regime}"
+        subprocess.run([BIN / "omnisteval", "shortform", "--hypothesis_file", output / "instances.log",
+                        "--ref_sentences_file", talks["source"], "--word_level", "--output_folder", by_hand],
+                       check=True, capture_output=True)
+        yaal = dict(line.split("\t") for line in (by_hand / "scores.tsv").read_text().splitlines()[1:])["YAAL (CU)"]
+        assert result["scores"]["OmniSTEval YAAL (CU)"] == pytest.approx(float(yaal), abs=1e-4)
+    assert "| en→de | fake_agents | lag=1 |" in (out / "table.md").read_text()
+
+
+def test_comet_runs_in_its_own_environment_with_fake_omnisteval(talks, tmp_path, monkeypatch):
+    """COMET needs transformers<5, so it runs as OmniSTEval --comet from another venv; a fake `omnisteval` there
+    records what it was asked and answers a score. Without the environment the report says COMET was skipped."""
+    env = tmp_path / "comet-env"
+    (env / "bin").mkdir(parents=True)
+    fake = env / "bin" / "omnisteval"
+    fake.write_text(f"""#!{sys.executable}
+import json, sys, pathlib
+args = sys.argv[1:]
+out = pathlib.Path(args[args.index("--output_folder") + 1]); out.mkdir(parents=True, exist_ok=True)
+(out / "args.json").write_text(json.dumps(args))
+(out / "scores.tsv").write_text("metric\\tvalue\\nBLEU\\t1.0\\nCOMET\\t0.8125\\n")
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    out = tmp_path / "out"
+    assert simulagents(eval_args(talks, out, "fake_agents:FakeSlowSpeechProcessor", "--set", "speech_chunk_size=2.0",
+                                 "--comet-env", str(env), "--comet-model", "Unbabel/XCOMET-XL")) == 0
+    result = report_results(out)["default"]
+    assert result["scores"]["COMET"] == 0.8125 and not result["notes"]
+    asked = json.loads((out / "runs/fake_agents_default/comet-Unbabel_XCOMET-XL/args.json").read_text())
+    assert asked[:2] == ["longform", "--resegmented_hypothesis"] and Path(asked[2]).is_file()
+    assert {"--comet", "Unbabel/XCOMET-XL", "--source_sentences_file"} <= set(asked)
+    assert "| 0.81 |" in (out / "table.md").read_text()
+    with pytest.raises(FileNotFoundError, match="make comet-env"):
+        from agents.evaluation.comet import comet_environment
+
+        comet_environment(str(tmp_path / "nowhere"))
+
+
+def test_results_accumulate_across_commands_in_one_folder(tmp_path):
+    """Two systems evaluated by separate commands into one folder share one table and one plot."""
+    out = tmp_path / "out"
+    for system, bleu in (("alpha", 10.0), ("beta", 20.0)):
+        spec = runs.RunSpec(system, "m:C", runs.SPEECH, "speech_chunk_size=1.0", {"speech_chunk_size": 1.0})
+        spec.directory(out).mkdir(parents=True)
+        Result(spec.to_json(), "set", "de", {"BLEU": bleu, "chrF": 2 * bleu, "LongYAAL (CU)": 1500.0,
+                                             "LongYAAL (CA)": float("nan")}).save(spec.directory(out))
+    from agents.evaluation.report import write_report
+
+    paths = write_report(out, {})
+    table = paths["table"].read_text()
+    assert "| en→de | alpha | speech_chunk_size=1.0 | 10.00 | 20.00 | 1.50 | late |" in table
+    assert "| en→de | beta |" in table and "late:" in table
+    assert paths["plot"].stat().st_size > 0
