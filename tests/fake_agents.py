@@ -1,9 +1,12 @@
-"""Fake translators for exercising the SimulEval adapter protocol without a model (names say they are fakes)."""
+"""Fake translators and agents for exercising the SimulEval and simulstream protocols without a model (names say
+they are fakes)."""
+import time
 from dataclasses import dataclass
 
 from agents.core import Emission, SpeechStreamingTranslator, StreamingTranslator
 from agents.harness.config import knob
 from agents.harness.simuleval import StreamingSpeechAgent, StreamingTextAgent
+from agents.harness.simulstream import StreamingSpeechProcessor
 
 
 @dataclass(frozen=True)
@@ -82,3 +85,50 @@ class FakeSecondCounterSpeechAgent(StreamingSpeechAgent):
         translator = FakeSecondCounterTranslator()
         cls.instances.append(translator)
         return translator
+
+
+@dataclass(frozen=True)
+class FakeSlowConfig:
+    source_lang: str = knob("en", "source language")
+    target_lang: str = knob("de", "target language")
+    seconds_per_chunk: float = knob(0.0, "computation time to simulate for every chunk (sleep)")
+    silent: bool = knob(False, "never emit anything")
+
+    def validate(self):
+        pass
+
+
+class FakeSlowTranslator(SpeechStreamingTranslator):
+    """Writes one word ("w1", "w2", ...) per audio chunk after sleeping `seconds_per_chunk`: a stand-in for a system
+    of known speed."""
+
+    def __init__(self, config: FakeSlowConfig):
+        super().__init__("word")
+        self.config = config
+
+    def feed_audio(self, samples):
+        time.sleep(self.config.seconds_per_chunk)
+        if self.config.silent:
+            return Emission()
+        return self._emit(Emission(new_units=(f"w{len(self.emitted_units) + 1}",)))
+
+    def flush(self, words=()):
+        return Emission()
+
+
+class FakeSlowSpeechProcessor(StreamingSpeechProcessor):
+    """A simulstream processor over FakeSlowTranslator (no model, so its speed is exactly what it is told)."""
+
+    config_class = FakeSlowConfig
+
+    @classmethod
+    def shared_key(cls, config):
+        return ()
+
+    @classmethod
+    def load_shared(cls, config):
+        return None
+
+    @classmethod
+    def build_translator(cls, config, shared):
+        return FakeSlowTranslator(config)
