@@ -264,3 +264,17 @@ def test_results_accumulate_across_commands_in_one_folder(tmp_path):
     assert "| en→de | alpha | speech_chunk_size=1.0 | 10.00 | 20.00 | 1.50 | late |" in table
     assert "| en→de | beta |" in table and "late:" in table
     assert paths["plot"].stat().st_size > 0
+
+
+def test_progress_is_read_from_what_the_harness_has_written(tmp_path):
+    segments = ({"wav": "a.wav", "offset": 0.0, "duration": 6.0}, {"wav": "b.wav", "offset": 1.0, "duration": 3.0})
+    speech = data.EvalSet("set", "en", "de", ("x", "y"), wav_list=tmp_path / "w.txt", segment_entries=segments)
+    spec = runs.RunSpec("s", "m:C", runs.SPEECH, "default")
+    assert runs.progress_fraction(spec, speech, tmp_path) == 0  # nothing written yet
+    records = [{"id": 0, "metadata": {}}, {"id": 0, "total_audio_processed": 2.0}, {"id": 0, "total_audio_processed": 4.0},
+               {"id": 1, "total_audio_processed": 1.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"id": 1, "tot')
+    assert runs.progress_fraction(spec, speech, tmp_path) == pytest.approx(5.0 / 10.0)
+    text = data.EvalSet("set", "en", "de", ("a", "b", "c", "d"), ("a", "b", "c", "d"))
+    (tmp_path / "harness.log").write_text("  0%|   | 0/4 [00:00<?]\r 75%|██ | 3/4 [00:09<00:03]")
+    assert runs.progress_fraction(runs.RunSpec("s", "m:C", runs.TEXT, "k=3"), text, tmp_path) == 0.75

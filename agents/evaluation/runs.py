@@ -21,6 +21,7 @@ import yaml
 from agents.evaluation.data import EvalSet
 
 SPEECH, TEXT, OFFLINE = "speech", "text", "offline"
+TQDM_COUNT = re.compile(r"\| *(\d+)/\d+ \[")  # "| 3/12 [00:41<..." in a tqdm progress bar
 
 
 class EvaluationError(RuntimeError):
@@ -120,7 +121,7 @@ def command(spec: RunSpec, dataset: EvalSet, run_dir: Path) -> list[str]:
         arguments = [str(Path(sys.executable).parent / "simuleval"), "--agent-class", spec.agent.replace(":", "."),
                      "--source", str(source), "--target", str(reference), "--output", str(run_dir / "simuleval"),
                      "--user-dir", str(plugins), "--quality-metrics", "BLEU", "CHRF",
-                     "--latency-metrics", "LAAL", "AL", "DAL", "AP", "--no-progress-bar"]
+                     "--latency-metrics", "LAAL", "AL", "DAL", "AP"]
         knobs = {f.name for f in dataclasses.fields(agent_class(spec.agent).config_class)}
         for knob, language in (("source_lang", dataset.source_lang), ("target_lang", dataset.target_lang)):
             arguments += [f"--{knob.replace('_', '-')}", language] if knob in knobs else []
@@ -153,8 +154,13 @@ def progress_fraction(spec: RunSpec, dataset: EvalSet, run_dir: Path) -> float:
                 if "total_audio_processed" in record:
                     heard[record["id"]] = max(heard.get(record["id"], 0.0), record["total_audio_processed"])
         return min(1.0, sum(heard.values()) / max(dataset.audio_seconds, 1e-9))
-    written = run_dir / ("simuleval/instances.log" if spec.kind == TEXT else "offline.txt")
-    done = len(written.read_text().splitlines()) if written.is_file() else 0
+    if spec.kind == TEXT:  # SimulEval writes instances.log at the end; its progress bar counts instances
+        log = run_dir / "harness.log"
+        bars = TQDM_COUNT.findall(log.read_text(errors="replace")) if log.is_file() else []
+        done = int(bars[-1]) if bars else 0
+    else:
+        written = run_dir / "offline.txt"
+        done = len(written.read_text().splitlines()) if written.is_file() else 0
     return min(1.0, done / max(len(dataset.references), 1))
 
 
