@@ -112,6 +112,21 @@ def test_template_needs_a_chat_template():
         StreamingTemplate.from_chat_template(NoTemplate(), "system")
 
 
+def test_template_without_system_turns_puts_the_instruction_before_the_source(tiny_checkpoint):
+    """Gemma-2's template raises on a system turn: the instruction then opens the user turn."""
+    lm = load_streaming_lm(str(tiny_checkpoint("gemma2")), "en", "de")
+    tokenizer = lm.tokenizer
+    tokenizer.chat_template = (
+        "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}"
+        "{{ raise_exception('System role not supported') }}{% endif %}"
+        "{{ '<start_of_turn>' + ('model' if m['role'] == 'assistant' else m['role']) + '\\n' + m['content'] "
+        "+ '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}")
+    template = StreamingTemplate.from_chat_template(tokenizer, "Translate English into German.")
+    assert template.source_prefix == "<bos><start_of_turn>user\nTranslate English into German.\n\n"
+    assert template.source_suffix == "<end_of_turn>\n"
+    assert template.target_prefix == "<start_of_turn>model\n"
+
+
 def test_collate_labels_target_only_and_pads(tiny_checkpoint):
     lm = load_streaming_lm(str(tiny_checkpoint("qwen2")), "en", "de")
     short = segment_example(lm.tokenizer, lm.template, "The cat.", "Die Katze.")

@@ -27,14 +27,28 @@ class StreamingTemplate:
     target_suffix: str  # end of the assistant turn: the end-of-target token(s), word m + 1
 
     @classmethod
-    def from_chat_template(cls, tokenizer, system: str, instruction: str = "") -> "StreamingTemplate":
-        """Render the tokenizer's chat template around a sentinel source; the instruction goes BEFORE the source
-        (everything after the source is only visible once the source has ended)."""
+    def from_chat_template(cls, tokenizer, instruction: str) -> "StreamingTemplate":
+        """Render the tokenizer's chat template around a sentinel source. The instruction is the system turn, or
+        opens the user turn where the template rejects or drops system turns (Gemma-2); it always comes BEFORE the
+        source, since everything after the source is only visible once the source has ended."""
         if not getattr(tokenizer, "chat_template", None):
             raise SegmentationError("the tokenizer has no chat template; GPE prompts need an instruction-tuned model "
                                     "(or a chat_template.jinja in the model directory)")
-        user = f"{instruction}\n\n{SENTINEL}" if instruction else SENTINEL
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        try:
+            return cls._render(tokenizer, [{"role": "system", "content": instruction},
+                                           {"role": "user", "content": SENTINEL}], instruction)
+        except Exception as system_error:  # noqa: BLE001 - a template's raise_exception() raises jinja's TemplateError
+            last_error = system_error
+        try:
+            return cls._render(tokenizer, [{"role": "user", "content": f"{instruction}\n\n{SENTINEL}"}], instruction)
+        except SegmentationError:
+            raise
+        except Exception as error:  # noqa: BLE001
+            raise SegmentationError(f"the chat template cannot render a [system?, user, assistant] conversation: "
+                                    f"{error} (with a system turn: {last_error})") from None
+
+    @classmethod
+    def _render(cls, tokenizer, messages: list[dict], instruction: str) -> "StreamingTemplate":
         with_header = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         without_header = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
         answered = tokenizer.apply_chat_template(
@@ -43,6 +57,8 @@ class StreamingTemplate:
             raise SegmentationError("the chat template does not render the user message verbatim followed by a "
                                     "generation prompt; GPE needs a plain [system, user, assistant] template")
         prefix, after = with_header.split(SENTINEL)
+        if instruction not in prefix:
+            raise SegmentationError("the chat template drops the system turn")
         header = with_header[len(without_header):]
         suffix = after[: len(after) - len(header)]
         target_suffix = answered.split(SENTINEL)[-1].rstrip()
@@ -98,16 +114,20 @@ def assign_regions(offsets: Sequence[tuple[int, int]], pieces: Sequence[str]) ->
 
 
 def segment_example(tokenizer, template: StreamingTemplate, source: str | Sequence[str],
-                    target: str | Sequence[str] | None = None) -> SegmentedExample:
+                    target: str | Sequence[str] | None = None, *,
+                    space_before_first_word: bool = False) -> SegmentedExample:
     """Tokenize [prompt ‖ source ‖ end ‖ header ‖ target ‖ end] once, with offsets, and segment every token.
 
     Without `target` only the source block (up to and including its end marker) is segmented. Words are
     whitespace words; the space before a word belongs to that word (so a leading-space token starts its word).
+    `space_before_first_word`: the first source and target words get a space too (plain prompts such as
+    "...French:{ source}\nAssistant:{ target}" whose prefixes end without one, so each word is one " word" piece).
     """
+    first = " " if space_before_first_word else ""
     source_words = split_words(source) if isinstance(source, str) else list(source)
     pieces = [template.source_prefix]
     for index, word in enumerate(source_words):
-        pieces.append(("" if index == 0 else " ") + word)
+        pieces.append((first if index == 0 else " ") + word)
     pieces.append(template.source_suffix)
     source_regions = len(pieces)
     target_words: list[str] = []
@@ -115,7 +135,7 @@ def segment_example(tokenizer, template: StreamingTemplate, source: str | Sequen
         target_words = split_words(target) if isinstance(target, str) else list(target)
         pieces.append(template.target_prefix)
         for index, word in enumerate(target_words):
-            pieces.append(("" if index == 0 else " ") + word)
+            pieces.append((first if index == 0 else " ") + word)
         pieces.append(template.target_suffix)
     encoding = tokenizer("".join(pieces), add_special_tokens=False, return_offsets_mapping=True)
     regions = assign_regions(encoding["offset_mapping"], pieces)
