@@ -117,8 +117,10 @@ def load_causal_lm(
     dtype: str | torch.dtype = "float32",
     device: str = "cpu",
     attn_implementation: str = "sdpa",
+    require_chat_template: bool = True,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Resolve `spec`, load its causal LM (eval mode, on `device`) and its fast tokenizer with a chat template.
+    """Resolve `spec`, load its causal LM (eval mode, on `device`) and its fast tokenizer with a chat template
+    (`require_chat_template=False` for systems with a plain prompt of their own, e.g. SimulMask's base Falcon).
 
     For a multimodal checkpoint (TEXT_DECODER_MODEL_TYPES) the causal LM is its text decoder alone, configured by
     the text config (num_hidden_layers, num_attention_heads, ...); the tokenizer is the same directory's."""
@@ -137,7 +139,7 @@ def load_causal_lm(
             f"the tokenizer of {spec!r} ({type(tokenizer).__name__}) is not a fast tokenizer; the prompt source map "
             "needs character offsets (return_offsets_mapping). Provide a tokenizer.json in the model directory."
         )
-    if not tokenizer.chat_template:
+    if require_chat_template and not tokenizer.chat_template:
         raise ModelLoadError(
             f"the tokenizer of {spec!r} has no chat template (base model?); use an instruction-tuned model, or add "
             "a chat_template.jinja to the model directory."

@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import (
+    FalconConfig,
+    FalconForCausalLM,
     Gemma2Config,
     Gemma2ForCausalLM,
     Gemma3Config,
@@ -47,7 +49,7 @@ from transformers import (
     SiglipVisionConfig,
 )
 
-TINY_ARCHITECTURES = ("gemma4", "gemma3", "qwen3", "qwen2", "llama", "gemma2", "phi3")
+TINY_ARCHITECTURES = ("gemma4", "gemma3", "qwen3", "qwen2", "llama", "gemma2", "phi3", "falcon")
 TINY_MULTIMODAL_ARCHITECTURES = ("gemma4", "gemma3")  # also built with vision (and audio) towers
 TINY_SPEECH_ARCHITECTURES = ("qwen3-asr", "qwen3-aligner")  # Qwen3-ASR and Qwen3-ForcedAligner (backends.asr.qwen3)
 
@@ -236,6 +238,10 @@ def build_tiny_config(arch: str, tokenizer: PreTrainedTokenizerFast) -> Pretrain
                             sliding_window=TINY_SLIDING_WINDOW)
     if arch == "phi3":
         return Phi3Config(**common, num_hidden_layers=3)
+    if arch == "falcon":  # laid out like tiiuae/falcon-rw-1b: ALiBi, sequential attention/MLP, biases, no MQA
+        return FalconConfig(vocab_size=TINY_VOCAB_SIZE, hidden_size=128, num_attention_heads=4, num_hidden_layers=3,
+                            alibi=True, new_decoder_architecture=False, multi_query=False, parallel_attn=False,
+                            bias=True, max_position_embeddings=TINY_MAX_POSITIONS, **token_ids)
     return LlamaConfig(**common, num_hidden_layers=3)
 
 
@@ -249,6 +255,7 @@ def build_tiny_model(arch: str, *, seed: int = 0) -> tuple[PreTrainedModel, PreT
         "llama": LlamaForCausalLM,
         "gemma2": Gemma2ForCausalLM,
         "phi3": Phi3ForCausalLM,
+        "falcon": FalconForCausalLM,
     }
     tokenizer = build_tiny_tokenizer(arch)
     config = build_tiny_config(arch, tokenizer)
