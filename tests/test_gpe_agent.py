@@ -75,17 +75,34 @@ def test_translator_segments_and_schedule(tiny_checkpoint):
     assert translator.emitted_units == [] and translator.decoder.units_read == 0
 
 
-def test_reencoding_baseline_runs_the_same_schedule(tiny_checkpoint):
-    base = {"model": str(tiny_checkpoint("qwen2")), "k": 3, "max_word_tokens": 3}
-    lm = load_streaming_lm(base["model"], "en", "de")
+def test_cascade_interface_keeps_read_words_when_the_live_hypothesis_changes(tiny_checkpoint):
+    config = build_config(GPEConfig, {"model": str(tiny_checkpoint("llama")), "k": 2, "max_word_tokens": 3})
+    translator = GPETranslator.from_config(config)
+    live = [SourceWord("The", 0.3), SourceWord("cat", 0.6), SourceWord("sad", 0.9), SourceWord("on", 1.2)]
+    translator.revise(live, now=1.0, hold_back=0.25)  # words ended by 0.75 s are available
+    assert translator.source_words == ["The", "cat"]
+    translator.revise([SourceWord("A", 0.3), *live[1:]], now=2.0, hold_back=0.25)
+    assert translator.source_words == ["The", "cat", "sad", "on"]  # the revised first word is not re-read
+    translator.finish_segment([SourceWord("A", 0.3), SourceWord("cat", 0.6)])  # shorter than what was read
+    assert translator.source_words == [] and translator.decoder.words_written == 0  # the segment ended cleanly
+
+
+@pytest.mark.parametrize("reencode", [False, True])
+def test_words_are_written_on_the_waitk_schedule(tiny_checkpoint, reencode):
+    k = 3
+    config = build_config(GPEConfig, {"model": str(tiny_checkpoint("qwen2")), "k": k, "max_word_tokens": 3,
+                                      "reencode": reencode})
+    translator = GPETranslator.from_config(config)
     words = [SourceWord(w) for w in SOURCES[1].split()]
-    gpe = GPETranslator(lm, build_config(GPEConfig, base))
-    reencode = GPETranslator(lm, build_config(GPEConfig, {**base, "reencode": True}))
-    gpe.flush(words)
-    reencode.flush(words)
-    assert reencode.decoder.forward_calls != gpe.decoder.forward_calls or gpe.emitted_units != reencode.emitted_units \
-        or gpe.decoder.words_written == 0
-    assert reencode.emitted_units  # the baseline writes a translation too
+    for word in words:
+        translator.feed([word])
+    n = len(words)
+    # a random model may stop early: every word it wrote was written after exactly k + j - 1 source words
+    assert translator.decoder.units_at_write == [k + j for j in range(len(translator.decoder.units_at_write))]
+    if not translator.decoder.finished:
+        assert len(translator.decoder.units_at_write) == n - k + 1
+    translator.flush()
+    assert translator.emitted_units  # the baseline and GPE both translate
 
 
 @pytest.mark.parametrize("values,message", [

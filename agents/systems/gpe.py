@@ -67,6 +67,7 @@ class GPETranslator(StreamingTranslator):
         at the end (none is needed by the next write any earlier)."""
         decoder = self.decoder
         words = [piece for word in words for piece in word.split()]
+        words = decoder.source_words + words[len(decoder.source_words):]  # words already read are final
         available = len(words) + 1 if finished else len(words)
         units = len(words) + 1 if finished else None
         max_words = int(self.config.max_length_ratio * len(words)) + 10

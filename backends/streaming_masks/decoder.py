@@ -88,6 +88,7 @@ class GroupPositionDecoder:
         self.unfed: int | None = None  # last token of the previous word, cropped before a read
         self.lookahead: int | None = None  # greedy next token from the newest cached target row
         self.words_written = 0
+        self.units_at_write: list[int] = []  # source units read when each target word was written
         self.finished = False
         self.row_logits: dict[tuple[str, int], torch.Tensor] = {}
         self._append_source(self.lm.encode(self.lm.template.source_prefix), unit=0)
@@ -176,6 +177,7 @@ class GroupPositionDecoder:
                 break
             word.append(following)
         self.words_written += 1
+        self.units_at_write.append(self.units_read)
         return self.lm.tokenizer.decode(word, skip_special_tokens=True).strip()
 
     def _append_target(self, ids: Sequence[int], word: int) -> torch.Tensor:
