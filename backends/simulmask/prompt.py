@@ -1,6 +1,6 @@
 """The one SimulMask prompt, used by fine-tuning and decoding alike (the reference code added a space before
-"\\nAssistant:" at inference only): "Translate the following sentence from English to French:{ w1 ... wn}
-\\nAssistant:{ t1 ... tm}<eos>" (paper §5.1: p1 ‖ source ‖ p2 ‖ target), every word carrying its leading space."""
+"\nAssistant:" at inference only): "Translate the following sentence from English to French:{ w1 ... wn}
+\nAssistant:{ t1 ... tm}<eos>" (paper §5.1: p1 ‖ source ‖ p2 ‖ target); every word carries its leading space."""
 from __future__ import annotations
 
 from typing import Sequence
