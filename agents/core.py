@@ -34,6 +34,12 @@ class Emission:
     def is_empty(self) -> bool:
         return self.retract_units == 0 and not self.new_units
 
+    def then(self, later: "Emission") -> "Emission":
+        """This emission followed by `later`, as one (`later` may retract into this one's new units)."""
+        overlap = min(later.retract_units, len(self.new_units))
+        return Emission(self.retract_units + later.retract_units - overlap,
+                        self.new_units[: len(self.new_units) - overlap] + tuple(later.new_units))
+
 
 class StreamingTranslator(ABC):
     """A streaming translator for one stream at a time; `reset()` starts a new stream with no state carried over."""

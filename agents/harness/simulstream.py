@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 try:
-    from simulstream.server.speech_processors import SpeechProcessor
+    from simulstream.server.speech_processors import SAMPLE_RATE, SpeechProcessor
     from simulstream.server.speech_processors.incremental_output import IncrementalOutput
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError("simulstream is not installed: pip install 'simulagents[speech]' (or `make install`)") from error
@@ -44,6 +44,7 @@ class StreamingSpeechProcessor(SpeechProcessor):
         self.target_lang = self.base_config.target_lang
         self.translator: SpeechStreamingTranslator | None = None
         self.sent_tokens: list[str] = []
+        self.flushed = False  # a revising translator made its final output in the remainder chunk; reset by clear()
 
     # ---- configuration and shared weights -------------------------------------------------------------------
     @classmethod
@@ -124,15 +125,36 @@ class StreamingSpeechProcessor(SpeechProcessor):
         return self.translator
 
     def process_chunk(self, waveform) -> IncrementalOutput:
-        return self._output(self._active_translator().feed_audio(waveform))
+        translator = self._active_translator()
+        if self.flushed:
+            raise RuntimeError(
+                "audio arrived after this stream was flushed: a chunk shorter than speech_chunk_size is taken as "
+                "simulstream's end-of-stream remainder (send full chunks except the last, or call clear() first)")
+        emission = translator.feed_audio(waveform)
+        if not getattr(translator, "append_only", True) and self._is_end_of_stream_remainder(waveform):
+            # simulstream's end_of_stream feeds the audio left after the last full chunk through process_chunk and
+            # merges that output with end_of_stream's; the merge drops end_of_stream's deletions when the remainder
+            # output has no new tokens. A translator that revises therefore makes its final revision here, whole.
+            emission = emission.then(translator.flush())
+            self.flushed = True
+        return self._output(emission)
 
     def end_of_stream(self) -> IncrementalOutput:
+        if self.flushed:  # already made in the remainder chunk
+            return self._output(Emission())
         return self._output(self._active_translator().flush())
 
     def clear(self) -> None:
         if self.translator is not None:
             self.translator.reset()
         self.sent_tokens = []
+        self.flushed = False
+
+    def _is_end_of_stream_remainder(self, waveform) -> bool:
+        """simulstream calls process_chunk with at least speech_chunk_size seconds, except for the remainder sent by
+        end_of_stream (1 ms of slack for resampling round-off)."""
+        full_chunk = self.speech_chunk_size * SAMPLE_RATE
+        return len(waveform) < full_chunk - SAMPLE_RATE // 1000
 
     def tokens_to_string(self, tokens: list[str]) -> str:
         return "".join(tokens)

@@ -17,7 +17,8 @@ from policies.transcript import TranscriptStabilizer
 
 
 class CascadeTranslator(SpeechStreamingTranslator):
-    """ASR with word times -> transcript commit -> AlignAtt MT, chunk-synchronous, append-only."""
+    """ASR with word times -> transcript commit -> a text translator (AlignAtt: append-only; SSBD: retracts within
+    the live sentence), chunk-synchronous."""
 
     def __init__(self, recognizer: SpeechRecognizer, translator: LLMTranslator, config: CascadeConfig):
         super().__init__(translator.target_unit)
@@ -25,6 +26,7 @@ class CascadeTranslator(SpeechStreamingTranslator):
         self.translator = translator
         self.config = config
         self.stabilizer = TranscriptStabilizer(config.max_tail_seconds)
+        self.append_only = translator.append_only  # a re-translating text translator makes the cascade retract
         self.reset()
 
     @classmethod
@@ -73,11 +75,11 @@ class CascadeTranslator(SpeechStreamingTranslator):
         update = self.stabilizer.update(hypothesis, len(self.tail) / self.SAMPLE_RATE, final=final)
         self.tail = self.tail[int(round(update.cut_seconds * self.SAMPLE_RATE)):]
         self.live_words = update.live_words
-        units: list[str] = []
+        emission = Emission()
         for sentence in update.committed_sentences:
             self.committed_sentences.append(sentence)
-            units += self.translator.finish_segment(sentence).new_units
+            emission = emission.then(self.translator.finish_segment(sentence))
         if not final and update.live_sentence:
-            emission = self.translator.revise(update.live_sentence, now=self.now, hold_back=self.config.hold_back)
-            units += emission.new_units
-        return Emission(new_units=tuple(units))
+            emission = emission.then(self.translator.revise(update.live_sentence, now=self.now,
+                                                            hold_back=self.config.hold_back))
+        return emission

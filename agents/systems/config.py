@@ -66,8 +66,9 @@ class WaitkConfig(LLMTranslatorConfig):
 
 
 @dataclass(frozen=True)
-class CascadeConfig(AlignAttConfig):
-    """The speech cascade: a recogniser with word end times feeding the AlignAtt MT policy, one step per chunk."""
+class SpeechCascadeKnobs:
+    """The knobs of the speech cascade's front end (recogniser, transcript commit, timing), shared by every text
+    policy the cascade drives (`CascadeConfig` for AlignAtt, `agents.systems.ssbd_config` for SSBD)."""
 
     asr: str = knob("whisper", "speech recogniser: whisper (faster-whisper, CPU default) or qwen3 (Qwen3-ASR + "
                                "forced aligner)")
@@ -79,13 +80,10 @@ class CascadeConfig(AlignAttConfig):
     hold_back: float = knob(0.25, "seconds: a source word is accessible once it ended at least this long before "
                                   "the audio received so far (paper: 0.25; 0 reproduces the official runs)")
     min_start_seconds: float = knob(2.0, "no ASR or MT before this much audio has arrived (seconds)")
-    withhold_sentence_end: bool = knob(True, "before the ASR commits the source sentence, emit nothing from the "
-                                             "first target unit that closes a sentence on")
     max_tail_seconds: float = knob(20.0, "uncommitted audio kept for re-transcription; past this, words are "
                                          "committed without a sentence end so each chunk's cost stays bounded")
 
-    def validate(self) -> None:
-        super().validate()
+    def validate_speech(self) -> None:
         from backends.asr import RECOGNIZERS
 
         if self.asr not in RECOGNIZERS:
@@ -97,3 +95,15 @@ class CascadeConfig(AlignAttConfig):
         if not 0 < self.max_tail_seconds <= 28:
             raise ConfigError(f"max_tail_seconds must be in (0, 28] (recognisers see at most 30 s), got "
                               f"{self.max_tail_seconds}")
+
+
+@dataclass(frozen=True)
+class CascadeConfig(AlignAttConfig, SpeechCascadeKnobs):
+    """The speech cascade: a recogniser with word end times feeding the AlignAtt MT policy, one step per chunk."""
+
+    withhold_sentence_end: bool = knob(True, "before the ASR commits the source sentence, emit nothing from the "
+                                             "first target unit that closes a sentence on")
+
+    def validate(self) -> None:
+        super().validate()
+        self.validate_speech()

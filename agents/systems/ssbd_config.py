@@ -1,0 +1,56 @@
+"""The knobs of the SSBD re-translation systems: the text translator (`SSBDConfig`) and the speech cascade driving
+it (`SSBDCascadeConfig`), with names, defaults and help in one place."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.harness.config import ConfigError, knob
+from agents.systems.config import LLMTranslatorConfig, SpeechCascadeKnobs
+
+BACKENDS = ("llama_cpp", "transformers")
+
+
+@dataclass(frozen=True)
+class SSBDConfig(LLMTranslatorConfig):
+    backend: str = knob("llama_cpp", "runtime: llama_cpp (llama-cpp-python, the paper's runtime; model = 'embedded' "
+                                     "or a .gguf file) or transformers")
+    beta: float = knob(0.2, "bias toward the draft token in verification, P' = (1-beta) P + beta delta (paper: 0.2; "
+                            "0 = lossless, same output as greedy re-translation)")
+    speculative: bool = knob(True, "reuse the previous output as the draft (SSBD); false: plain greedy "
+                                   "re-translation from scratch at every update (the baseline)")
+    mask_k: int = knob(0, "display-only mask-k: hide the last k target units of every intermediate output (they "
+                          "stay in the draft); 0 shows everything")
+    step_words: int = knob(3, "text input: re-translate every this many new source words (the paper's fixed lag "
+                              "w = 3)")
+    max_new_tokens: int = knob(128, "output budget of an intermediate re-translation (tokens)")
+    final_max_new_tokens: int = knob(256, "output budget of the final re-translation once the source is complete")
+    n_threads: int = knob(0, "llama_cpp: CPU threads (0: llama.cpp's default)")
+    n_ctx: int = knob(1024, "llama_cpp: context length (prompt + output) in tokens")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if not 0.0 <= self.beta <= 1.0:
+            raise ConfigError(f"beta must be in [0, 1] (paper default 0.2), got {self.beta}")
+        if self.mask_k < 0:
+            raise ConfigError(f"mask_k must be >= 0, got {self.mask_k}")
+        if self.step_words < 1:
+            raise ConfigError(f"step_words must be >= 1, got {self.step_words}")
+        if self.n_threads < 0 or self.n_ctx < 64:
+            raise ConfigError(f"n_threads must be >= 0 and n_ctx >= 64, got {self.n_threads} and {self.n_ctx}")
+        if self.backend == "llama_cpp" and self.model_dtype != "float32":
+            raise ConfigError("model_dtype applies to the transformers backend; llama_cpp runs the GGUF's own "
+                              "quantization (leave model_dtype at float32)")
+
+
+@dataclass(frozen=True)
+class SSBDCascadeConfig(SSBDConfig, SpeechCascadeKnobs):
+    """ASR with word times -> transcript commit -> SSBD re-translation of the live sentence at every chunk."""
+
+    mask_k: int = knob(2, "display-only mask-k: hide the last k target units of every intermediate output (they "
+                          "stay in the draft); 0 shows everything")
+
+    def validate(self) -> None:
+        super().validate()
+        self.validate_speech()

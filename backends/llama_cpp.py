@@ -1,0 +1,96 @@
+"""SSBD on llama.cpp (llama-cpp-python, the paper's runtime): the draft is evaluated as one batch, every row's logits
+are read back, and the context is rolled back to the first divergence by moving `n_tokens`.
+
+Prompts are token ids from the Hugging Face tokenizer of the same model (fed to llama.cpp directly), so both backends
+see identical ids; each stream owns one llama.cpp context (the weights file is memory-mapped and shared).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Sequence
+
+import numpy as np
+
+from backends.speculative import SpeculativeSession, common_prefix
+
+INSTALL_HINT = ("llama-cpp-python is not installed: pip install llama-cpp-python==0.3.36 (builds from source, about "
+                "8 minutes on 2 cores; pip caches the wheel)")
+
+
+def gguf_path_for(spec: str) -> Path:
+    """The GGUF file llama.cpp runs for `spec`: 'embedded' (the PyPI Qwen2.5-Coder-0.5B-Instruct) or a .gguf file."""
+    from backends.models import EMBEDDED_ALIASES, embedded_gguf_path
+
+    if spec in EMBEDDED_ALIASES:
+        return embedded_gguf_path()
+    path = Path(spec).expanduser()
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return path
+    raise ValueError(f"the llama_cpp backend runs GGUF files: model must be 'embedded' or a .gguf file, got {spec!r} "
+                     f"(use backend: transformers for a Hugging Face directory)")
+
+
+class LlamaCppLM:
+    """A GGUF model for llama.cpp plus the Hugging Face tokenizer of the same weights (prompt rendering, decoding)."""
+
+    def __init__(self, gguf_path: Path, tokenizer, n_ctx: int = 1024, n_threads: int = 0):
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError as error:
+            raise ImportError(INSTALL_HINT) from error
+        self.gguf_path = Path(gguf_path)
+        self.tokenizer = tokenizer
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or None
+
+    @classmethod
+    def load(cls, spec: str, n_ctx: int = 1024, n_threads: int = 0) -> "LlamaCppLM":
+        from transformers import AutoTokenizer
+
+        from backends.models import resolve_model
+
+        gguf_path = gguf_path_for(spec)
+        return cls(gguf_path, AutoTokenizer.from_pretrained(resolve_model(spec)), n_ctx, n_threads)
+
+    def session(self) -> "LlamaCppSession":
+        return LlamaCppSession(self)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+
+class LlamaCppSession(SpeculativeSession):
+    """One stream's llama.cpp context; `logits_all` keeps every evaluated row's logits in `scores`."""
+
+    def __init__(self, lm: LlamaCppLM):
+        from llama_cpp import Llama
+
+        from backends.hf.lm import stop_token_ids
+
+        self.lm = lm
+        self.llama = Llama(model_path=str(lm.gguf_path), n_ctx=lm.n_ctx, n_threads=lm.n_threads, logits_all=True,
+                           verbose=False)
+        self.max_positions = lm.n_ctx
+        gguf_eos = SimpleNamespace(config=SimpleNamespace(eos_token_id=self.llama.token_eos()))
+        self.stop_token_ids = frozenset(stop_token_ids(gguf_eos, lm.tokenizer))
+
+    def reset(self) -> None:
+        self._truncate(0)
+
+    def _prefill(self, prompt_ids: list[int]) -> np.ndarray:
+        cached = self.llama.input_ids[: self.llama.n_tokens].tolist()
+        self._truncate(common_prefix(cached, prompt_ids, len(prompt_ids) - 1))
+        return self._evaluate(prompt_ids[self.llama.n_tokens:])[-1]
+
+    def _evaluate(self, token_ids: list[int]) -> np.ndarray:
+        base = self.llama.n_tokens
+        if base + len(token_ids) > self.lm.n_ctx:
+            raise ValueError(f"prompt + output need {base + len(token_ids)} positions but n_ctx is {self.lm.n_ctx}: "
+                             f"raise n_ctx (or lower max_new_tokens)")
+        self.llama.eval(token_ids)  # drops cached positions >= n_tokens first, then appends
+        return np.array(self.llama.scores[base: base + len(token_ids)], dtype=np.float32)
+
+    def _truncate(self, length: int) -> None:
+        if length < self.llama.n_tokens:
+            self.llama.n_tokens = length

@@ -1,0 +1,124 @@
+"""Re-translation vs SSBD side by side on MCIF dev sentences (source revealed every w = 3 words, as the paper):
+speedup (output tokens per second of generation, the paper's TPS, relative to re-translation), wall-time ratio with
+prompt prefill included, NE, A/D, A/O, BLEU and chrF of the final outputs. All systems run on each sentence in turn
+(rotating order), so machine load hits them alike; per-sentence results are appended to --out and a rerun resumes.
+
+    python benchmarks/ssbd.py --sentences 100 --backend llama_cpp --out /tmp/ssbd_bench.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+from agents.core import SourceWord
+from agents.datasets import evenly_spaced, load_mcif, mcif_split, shared_data_dir
+from agents.systems.ssbd import SSBDTranslator, load_ssbd_model
+from agents.systems.ssbd_config import SSBDConfig
+from policies.ssbd import SSBDStats
+
+BETAS = (0.0, 0.1, 0.2, 0.3)
+
+
+def systems(base: SSBDConfig) -> dict[str, SSBDConfig]:
+    configs = {"RT": dataclasses.replace(base, speculative=False)}
+    for beta in BETAS:
+        configs[f"SSBD b={beta}"] = dataclasses.replace(base, speculative=True, beta=beta)
+    return configs
+
+
+def translate(translator: SSBDTranslator, source: str) -> dict:
+    translator.reset()
+    for word in source.split():
+        translator.feed([SourceWord(word)])
+    translator.flush()
+    return {"final": translator.target_text, **dataclasses.asdict(translator.stats)}
+
+
+def summarize(records: list[dict], names: list[str]) -> list[dict]:
+    from sacrebleu.metrics import BLEU, CHRF
+
+    references = [record["reference"] for record in records]
+    rows = []
+    for name in names:
+        stats = SSBDStats()
+        for record in records:
+            stats.merge(SSBDStats(**{k: v for k, v in record["systems"][name].items() if k != "final"}))
+        hypotheses = [record["systems"][name]["final"] for record in records]
+        rows.append({"system": name, "stats": stats, "bleu": BLEU().corpus_score(hypotheses, [references]).score,
+                     "chrf": CHRF().corpus_score(hypotheses, [references]).score})
+    baseline = rows[0]["stats"]
+    for row in rows:
+        stats = row["stats"]
+        row["speedup"] = stats.tokens_per_second / baseline.tokens_per_second
+        row["wall_ratio"] = ((baseline.generation_seconds + baseline.prompt_seconds)
+                             / (stats.generation_seconds + stats.prompt_seconds))
+    return rows
+
+
+def print_table(rows: list[dict], sentences: int, header: str) -> None:
+    print(header)
+    print(f"{sentences} sentences; speedup = TPS / TPS(RT), TPS = output tokens / (verification + decoding) s; "
+          f"wall = RT seconds / system seconds, prompt prefill included")
+    print("| system | BLEU | chrF | NE | A/D % | A/O % | TPS | speedup | wall | updates | output tokens |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        s = row["stats"]
+        ad = "-" if row["system"] == "RT" else f"{s.acceptance_over_draft:.1f}"
+        ao = "-" if row["system"] == "RT" else f"{s.acceptance_over_output:.1f}"
+        print(f"| {row['system']} | {row['bleu']:.1f} | {row['chrf']:.1f} | {s.normalized_erasure:.2f} | {ad} | {ao} "
+              f"| {s.tokens_per_second:.1f} | {row['speedup']:.2f} | {row['wall_ratio']:.2f} | {s.updates} "
+              f"| {s.output_tokens} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sentences", type=int, default=100)
+    parser.add_argument("--backend", default="llama_cpp", choices=("llama_cpp", "transformers"))
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--target-lang", default="de")
+    parser.add_argument("--step-words", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--n-threads", type=int, default=2)
+    parser.add_argument("--split", default="evaluation", help="MCIF split: evaluation, calibration or all")
+    parser.add_argument("--out", default="ssbd_bench.jsonl", help="per-sentence results (appended; resumable)")
+    parser.add_argument("--summary-only", action="store_true", help="print the table from --out and exit")
+    args = parser.parse_args()
+
+    base = SSBDConfig(backend=args.backend, model=args.model, target_lang=args.target_lang,
+                      step_words=args.step_words, max_new_tokens=args.max_new_tokens, n_threads=args.n_threads,
+                      n_ctx=768)
+    base.validate()
+    configs = systems(base)
+    lines = evenly_spaced(mcif_split(load_mcif(shared_data_dir(), args.target_lang), args.split), args.sentences)
+    out = Path(args.out)
+    done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    if not args.summary_only:
+        model = load_ssbd_model(base)
+        translators = {name: SSBDTranslator(model, config) for name, config in configs.items()}
+        names = list(translators)
+        load_before = os.getloadavg()
+        started = time.perf_counter()
+        for position, line in enumerate(lines[len(done):], start=len(done)):
+            order = names[position % len(names):] + names[: position % len(names)]
+            results = {name: translate(translators[name], line.source) for name in order}
+            record = {"index": line.index, "source": line.source, "reference": line.reference, "systems": results,
+                      "loadavg": os.getloadavg()[0]}
+            with out.open("a") as handle:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            done.append(record)
+            print(f"[{position + 1}/{len(lines)}] {time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f}",
+                  flush=True)
+        print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}")
+    loads = [record.get("loadavg", 0.0) for record in done]
+    header = (f"backend={args.backend} model={args.model} en-{args.target_lang} w={args.step_words} "
+              f"max_new_tokens={args.max_new_tokens} threads={args.n_threads}; mean 1-min load average during the run "
+              f"{sum(loads) / max(1, len(loads)):.1f} on {os.cpu_count()} cores")
+    print_table(summarize(done, list(configs)), len(done), header)
+
+
+if __name__ == "__main__":
+    main()
