@@ -35,15 +35,20 @@ class StreamingLM:
     tokenizer: object
     template: StreamingTemplate
     stop_token_ids: frozenset
-    word_start: torch.Tensor  # bool [V]
+    word_start: torch.Tensor  # bool [V]: tokens that start a new word
+    word_or_stop: torch.Tensor  # bool [V]: what may follow a finished word (a word start or a stop token)
 
     @classmethod
     def from_model(cls, model, tokenizer, template: StreamingTemplate) -> "StreamingLM":
         from backends.hf.lm import stop_token_ids
 
         vocab = model.get_output_embeddings().weight.shape[0]
-        return cls(model, tokenizer, template, frozenset(stop_token_ids(model, tokenizer)),
-                   word_start_tokens(tokenizer, vocab))
+        stops = frozenset(i for i in stop_token_ids(model, tokenizer) if i < vocab)
+        word_start = word_start_tokens(tokenizer, vocab)
+        word_or_stop = word_start.clone()
+        word_or_stop[list(stops)] = True
+        device = next(model.parameters()).device
+        return cls(model, tokenizer, template, stops, word_start, word_or_stop.to(device))
 
     @property
     def device(self) -> torch.device:
@@ -158,9 +163,7 @@ class GroupPositionDecoder:
         elif self.unfed is not None:
             token, self.unfed = self.unfed, None
             logits = self._append_target([token], word=self.words_written)
-            allowed = self.lm.word_start.to(logits.device).clone()
-            allowed[list(self.lm.stop_token_ids)] = True
-            first = int(torch.argmax(logits[-1].masked_fill(~allowed, float("-inf"))))
+            first = int(torch.argmax(logits[-1].masked_fill(~self.lm.word_or_stop, float("-inf"))))
         else:
             first = self.lookahead
         self.lookahead = None
