@@ -2,6 +2,7 @@
 target words are written over the spliced [prompt ‖ prediction] cache, never recomputed (backends.simulmask)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 from agents.core import Emission, SourceWord, StreamingTranslator
@@ -19,7 +20,7 @@ class SimulMaskTranslator(StreamingTranslator):
     def __init__(self, lm: StreamingLM, config: SimulMaskConfig):
         super().__init__("word")
         template = simulmask_template(lm.tokenizer, config.source_lang, config.target_lang)
-        self.lm = StreamingLM(lm.model, lm.tokenizer, template, lm.stop_token_ids, lm.word_start)  # same weights
+        self.lm = dataclasses.replace(lm, template=template)  # the same weights
         self.config = config
         decoder_class = RecomputingDecoder if config.recompute else SimulMaskDecoder
         self.decoder = decoder_class(self.lm, max_word_tokens=config.max_word_tokens)

@@ -45,6 +45,7 @@ class SimulMaskDecoder:
         self.max_word_tokens = max_word_tokens
         self.record_logits = record_logits
         self.forward_calls = 0  # model calls over the decoder's life (kept across reset: benchmarks read it)
+        self.words_tokens = 0  # tokens of the written words over the decoder's life (likewise)
         self.reset()
 
     def reset(self) -> None:
@@ -142,6 +143,7 @@ class SimulMaskDecoder:
                 break
             word.append(following)
         self.words_written += 1
+        self.words_tokens += len(word)
         return self.lm.tokenizer.decode(word, skip_special_tokens=True).strip()
 
     def _append_target(self, ids: Sequence[int], word: int) -> torch.Tensor:
