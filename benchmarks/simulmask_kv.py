@@ -2,7 +2,8 @@
 baseline that re-encodes the prediction (p2 + target so far) after every read: same model, sentences, schedule and
 greedy word rule; wall time and FLOPs (torch FlopCounterMode, matmuls and attention) side by side in one run.
 
-    python benchmarks/simulmask_kv.py --model small --sentences 20 --k 3          # offline, random Falcon-RW layout
+    python benchmarks/simulmask_kv.py --model small --sentences 20 --k 3     # offline: random Falcon-RW layout, 8 x 512
+    python benchmarks/simulmask_kv.py --model falcon-rw-1b-shape --sentences 3    # offline: random, full 1.3B size
     python benchmarks/simulmask_kv.py --model tiiuae/falcon-rw-1b --checkpoint RUN/final --device cuda --dtype bfloat16
 """
 from __future__ import annotations
@@ -23,9 +24,18 @@ from agents.systems.simulmask import SimulMaskTranslator  # noqa: E402
 from agents.systems.simulmask_config import SimulMaskConfig  # noqa: E402
 
 
-def small_falcon_lm(source_lang: str, target_lang: str):
-    """A Falcon-RW-1B layout (ALiBi, 1 query-key-value projection, sequential blocks) scaled to 8 layers x 512 with
-    the tiny tokenizer and random weights: offline, float32, a CPU-sized stand-in for the real model."""
+# Falcon-RW-1B's layout (ALiBi, one fused query-key-value projection, sequential blocks, biases): full size, and
+# scaled to 8 layers x 512 for CPUs.
+RANDOM_SHAPES = {
+    "small": {"hidden_size": 512, "num_attention_heads": 8, "num_hidden_layers": 8},
+    "falcon-rw-1b-shape": {"hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 24,
+                           "vocab_size": 50304},
+}
+
+
+def random_falcon_lm(shape: str, source_lang: str, target_lang: str):
+    """A randomly initialised Falcon-RW layout with the tiny tokenizer: offline, float32, for cost measurements
+    only (its words are random; `--max-word-tokens` keeps them near real subword counts)."""
     from transformers import FalconConfig, FalconForCausalLM
 
     from backends.simulmask.prompt import simulmask_template
@@ -33,9 +43,10 @@ def small_falcon_lm(source_lang: str, target_lang: str):
     from backends.tiny import build_tiny_tokenizer
 
     tokenizer = build_tiny_tokenizer("falcon")
-    config = FalconConfig(vocab_size=len(tokenizer), hidden_size=512, num_attention_heads=8, num_hidden_layers=8,
-                          alibi=True, new_decoder_architecture=False, multi_query=False, parallel_attn=False,
-                          bias=True, eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
+    sizes = {"vocab_size": len(tokenizer), **RANDOM_SHAPES[shape]}
+    config = FalconConfig(**sizes, alibi=True, new_decoder_architecture=False, multi_query=False,
+                          parallel_attn=False, bias=True, eos_token_id=tokenizer.eos_token_id,
+                          bos_token_id=tokenizer.bos_token_id)
     torch.manual_seed(0)
     model = FalconForCausalLM(config).eval()
     model.set_attn_implementation("sdpa")
@@ -72,7 +83,8 @@ def translate(translator: SimulMaskTranslator, sentence: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="small", help="'small' (offline random Falcon-RW layout) or a model spec")
+    parser.add_argument("--model", default="small",
+                        help=f"{' or '.join(RANDOM_SHAPES)} (random Falcon-RW layouts, offline) or a model spec")
     parser.add_argument("--checkpoint", default="")
     parser.add_argument("--direction", default="en-cs", choices=["cs-en", "en-cs"])
     parser.add_argument("--sentences", type=int, default=20)
@@ -90,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     values = {"model": args.model, "checkpoint": args.checkpoint, "source_lang": source_lang,
               "target_lang": target_lang, "k": args.k, "max_word_tokens": args.max_word_tokens,
               "model_dtype": args.dtype, "model_device": args.device}
-    if args.model == "small":
-        cached = SimulMaskTranslator(small_falcon_lm(source_lang, target_lang), build_config(SimulMaskConfig, values))
+    if args.model in RANDOM_SHAPES:
+        lm = random_falcon_lm(args.model, source_lang, target_lang)
+        cached = SimulMaskTranslator(lm, build_config(SimulMaskConfig, values))
     else:
         cached = SimulMaskTranslator.from_config(build_config(SimulMaskConfig, values))
     recompute = SimulMaskTranslator(cached.lm, build_config(SimulMaskConfig, {**values, "recompute": True}))

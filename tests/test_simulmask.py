@@ -253,3 +253,17 @@ def test_visibility_shape_mismatch_is_a_clear_error(tiny_checkpoint):
     with pytest.raises(ValueError, match="visibility is"), modified_alibi_attention(
             lm.model, torch.ones(4, 4, dtype=torch.bool).tril()):
         lm.model(input_ids=torch.tensor([[5, 6, 7]]))
+
+
+def test_stock_alibi_distances_in_training_would_not_match_the_cache(tiny_checkpoint, monkeypatch):
+    """The paper's ablation: SimulMask with unmodified ALiBi (key index, gaps included) is not what the cache sees."""
+    lm = load_simulmask_lm(str(tiny_checkpoint("falcon")), "en", "de")
+    decoder = SimulMaskDecoder(lm, max_word_tokens=3, record_logits=True)
+    run_waitk(decoder, "I would like a cup of coffee .".split(), 2, max_words=8)
+    modified = full_forward_logits(lm.model, decoder, 2)
+    monkeypatch.setattr("backends.simulmask.alibi.visible_key_rank",
+                        lambda visible: torch.arange(visible.shape[-1]).expand(visible.shape) * visible)
+    stock = full_forward_logits(lm.model, decoder, 2)
+    source_length = len(decoder.source_ids)
+    torch.testing.assert_close(stock[:source_length], modified[:source_length])  # no gaps in source rows
+    assert not torch.allclose(stock[source_length:], modified[source_length:], atol=1e-4)
