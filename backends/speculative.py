@@ -21,8 +21,10 @@ class SpeculativeOutput:
     accepted: int  # leading draft tokens kept
     draft_length: int  # draft tokens verified
     finished: bool  # ended with a stop token (not by the budget)
-    prompt_seconds: float  # prompt prefill (shared-prefix reuse included)
-    generation_seconds: float  # draft verification + decoding
+    prompt_seconds: float  # prompt prefill (shared-prefix reuse included), wall clock
+    generation_seconds: float  # draft verification + decoding, wall clock
+    prompt_cpu_seconds: float = 0.0  # the same in this process's CPU time (robust to other jobs on the machine)
+    generation_cpu_seconds: float = 0.0
 
 
 class SpeculativeSession(ABC):
@@ -59,9 +61,9 @@ class SpeculativeSession(ABC):
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         prompt_ids = [int(t) for t in prompt_ids]
         draft = [int(t) for t in draft_ids][:max_new_tokens]
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         next_logits = self._prefill(prompt_ids)
-        prefilled = time.perf_counter()
+        prefilled, prefilled_cpu = time.perf_counter(), time.process_time()
         accepted = 0
         if draft:
             rows = np.concatenate([next_logits[None, :], self._evaluate(draft)])  # row i predicts draft[i]
@@ -80,9 +82,11 @@ class SpeculativeSession(ABC):
             if len(tokens) == max_new_tokens:
                 break
             next_logits = self._evaluate([token])[-1]
-        done = time.perf_counter()
+        done, done_cpu = time.perf_counter(), time.process_time()
         return SpeculativeOutput(tokens=tokens, accepted=accepted, draft_length=len(draft), finished=finished,
-                                 prompt_seconds=prefilled - start, generation_seconds=done - prefilled)
+                                 prompt_seconds=prefilled - start, generation_seconds=done - prefilled,
+                                 prompt_cpu_seconds=prefilled_cpu - start_cpu,
+                                 generation_cpu_seconds=done_cpu - prefilled_cpu)
 
 
 def common_prefix(cached: Sequence[int], wanted: Sequence[int], limit: int) -> int:

@@ -91,7 +91,8 @@ class SSBDStats:
 
     erased_units: units retracted from the display (sum over updates of |shown| - |common prefix|);
     final_units: units of the final outputs; draft_tokens / accepted_tokens: verified and accepted draft tokens;
-    output_tokens: tokens of all outputs (accepted + decoded); generation_seconds: draft verification + decoding.
+    output_tokens: tokens of all outputs (accepted + decoded); generation_seconds: draft verification + decoding
+    (wall clock; the *_cpu_seconds fields are the same spans in process CPU time, robust to a shared machine).
     """
 
     updates: int = 0
@@ -102,9 +103,12 @@ class SSBDStats:
     output_tokens: int = 0
     generation_seconds: float = 0.0
     prompt_seconds: float = 0.0
+    generation_cpu_seconds: float = 0.0
+    prompt_cpu_seconds: float = 0.0
 
     def add_update(self, draft_tokens: int, accepted_tokens: int, output_tokens: int, generation_seconds: float,
-                   prompt_seconds: float, erased_units: int) -> None:
+                   prompt_seconds: float, erased_units: int, generation_cpu_seconds: float = 0.0,
+                   prompt_cpu_seconds: float = 0.0) -> None:
         self.updates += 1
         self.draft_tokens += draft_tokens
         self.accepted_tokens += accepted_tokens
@@ -112,6 +116,8 @@ class SSBDStats:
         self.generation_seconds += generation_seconds
         self.prompt_seconds += prompt_seconds
         self.erased_units += erased_units
+        self.generation_cpu_seconds += generation_cpu_seconds
+        self.prompt_cpu_seconds += prompt_cpu_seconds
 
     def merge(self, other: "SSBDStats") -> None:
         for name in self.__dataclass_fields__:
@@ -136,6 +142,11 @@ class SSBDStats:
     def tokens_per_second(self) -> float:
         """Output tokens per second of generation (verification + decoding; prompt prefill excluded, as the paper)."""
         return self.output_tokens / self.generation_seconds if self.generation_seconds else 0.0
+
+    @property
+    def cpu_tokens_per_second(self) -> float:
+        """Output tokens per CPU second of generation (verification + decoding)."""
+        return self.output_tokens / self.generation_cpu_seconds if self.generation_cpu_seconds else 0.0
 
     @property
     def end_to_end_tokens_per_second(self) -> float:
