@@ -5,19 +5,11 @@
 """
 from __future__ import annotations
 
-import importlib
+from agents.lazy import lazy_agents
 
 AGENT_MODULES = {
     "Agent": "agents.waitk_gpe_simulstream",
     "TextAgent": "agents.waitk_gpe_simuleval",
 }
 
-
-def __getattr__(name: str):
-    if name not in AGENT_MODULES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}; agents: {', '.join(AGENT_MODULES)}")
-    return getattr(importlib.import_module(AGENT_MODULES[name]), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *AGENT_MODULES])
+__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES)
