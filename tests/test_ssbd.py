@@ -205,3 +205,19 @@ def test_simuleval_text_agent_writes_the_final_retranslation(tmp_path, tiny_chec
         run_stream(translator, source.split())
         assert instance["prediction"] == translator.target_text
         assert set(instance["delays"]) <= {len(source.split())}  # written when the source was complete
+
+
+def test_shipped_ssbd_presets_are_valid():
+    from simulstream.config import yaml_config
+
+    import eval_configs
+    from agents.harness.config import config_from_yaml
+    from agents.ssbd import Agent
+
+    namespace = yaml_config(str(eval_configs.path("ssbd_cpu")))
+    assert namespace.type == "agents.ssbd.Agent" and namespace.speech_chunk_size > 0
+    speech = Agent.parse_config(namespace)
+    assert (speech.backend, speech.beta, speech.mask_k, speech.asr) == ("llama_cpp", 0.2, 2, "whisper")
+    text = config_from_yaml(SSBDConfig, eval_configs.path("ssbd_text_cpu"))
+    text.validate()
+    assert (text.beta, text.step_words, text.mask_k) == (0.2, 3, 0)

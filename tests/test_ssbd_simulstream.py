@@ -177,6 +177,9 @@ def test_ssbd_agent_on_real_speech_replays_in_logreader_and_stats(tmp_path, embe
     assert output.final_text == "".join(sent).strip() and len(output.final_text.split()) >= 6
     assert len(output.ideal_delays) == len(output.final_text.split())
     assert "2025" in output.final_text  # the last sentence was translated in the final flush
+    # The final flush re-translates the last sentence with the words the live steps could not access yet (hold_back)
+    # and revised it: its deletions reached LogReader through simulstream's merge of the remainder chunk.
+    assert records[-1]["deleted_tokens"], "expected a revision in the final flush"
     deleted = sum(len(r["deleted_tokens"]) for r in records)
     stats = stats_of(log, config_path)
     assert stats["normalized_erasure"]["value"] == pytest.approx(deleted / len(output.final_text.split()))
