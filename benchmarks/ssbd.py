@@ -66,7 +66,8 @@ def print_table(rows: list[dict], sentences: int, header: str) -> None:
           f"in process CPU time: other jobs on a shared machine do not distort it); speedup = TPS / TPS(RT); "
           f"wall speedup = the same in wall-clock time; total = RT CPU seconds / system CPU seconds, prompt prefill "
           f"included")
-    print("| system | BLEU | chrF | NE | A/D % | A/O % | TPS | speedup | wall speedup | total | updates | output tokens |")
+    print("| system | BLEU | chrF | NE | A/D % | A/O % | TPS | speedup | wall speedup | total | updates "
+          "| output tokens |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         s = row["stats"]
@@ -87,6 +88,8 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--n-threads", type=int, default=2)
     parser.add_argument("--split", default="evaluation", help="MCIF split: evaluation, calibration or all")
+    parser.add_argument("--skip", type=int, default=0, help="start at this sentence of the selection (to split a "
+                                                            "run over processes; concatenate their --out files)")
     parser.add_argument("--out", default="ssbd_bench.jsonl", help="per-sentence results (appended; resumable)")
     parser.add_argument("--summary-only", action="store_true", help="print the table from --out and exit")
     args = parser.parse_args()
@@ -97,6 +100,7 @@ def main() -> None:
     base.validate()
     configs = systems(base)
     lines = evenly_spaced(mcif_split(load_mcif(shared_data_dir(), args.target_lang), args.split), args.sentences)
+    lines = lines[args.skip:]
     out = Path(args.out)
     done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     if not args.summary_only:
@@ -105,7 +109,7 @@ def main() -> None:
         names = list(translators)
         load_before = os.getloadavg()
         started = time.perf_counter()
-        for position, line in enumerate(lines[len(done):], start=len(done)):
+        for position, line in enumerate(lines[len(done):], start=len(done)):  # position in this process's share
             order = names[position % len(names):] + names[: position % len(names)]
             results = {name: translate(translators[name], line.source) for name in order}
             record = {"index": line.index, "source": line.source, "reference": line.reference, "systems": results,
