@@ -18,7 +18,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(if $(TORCH),$(PY) -m pip install -q "$(TORCH)")
-	$(PY) -m pip install -q -e ".[embedded,simuleval,speech,eval,dev]"
+	# llama-cpp-python (the `llamacpp` extra) compiles llama.cpp the first time (~8 min); pip caches the wheel.
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install -q -e ".[embedded,simuleval,speech,eval,finetune,llamacpp,dev]"
 	# SimulEval 1.1.4 pins tqdm==4.64.1 and bitarray==2.6.0 (no wheel for Python 3.11+) but imports neither at
 	# run time; installing it without its pins keeps transformers 5.x (see pyproject's `simuleval` extra).
 	$(PY) -m pip install -q --no-deps simuleval==1.1.4
