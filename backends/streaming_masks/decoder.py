@@ -87,6 +87,7 @@ class GroupPositionDecoder:
         self.source_words: list[str] = []
         self.source_ids: list[int] = []
         self.source_unit: list[int] = []  # per source token: 0 prompt, 1..n words, n + 1 end
+        self.pending_source = 0  # read source tokens (the last ones of source_ids) not yet in the cache
         self.end_read = False
         self.target_ids: list[int] = []  # target tokens whose KV is cached (header, then words)
         self.target_word: list[int] = []  # per cached target token: 0 header, 1.. words
@@ -143,13 +144,10 @@ class GroupPositionDecoder:
         self.target_word.pop()
 
     def _append_source(self, ids: Sequence[int], unit: int) -> None:
-        if not ids:
-            return
-        start = len(self.source_ids)
-        logits = self._forward(ids, list(range(start, start + len(ids))), source=True)
-        self._record("s", start, logits)
+        """Read tokens wait for the next write, which feeds them in the same forward (fewer model calls)."""
         self.source_ids.extend(ids)
         self.source_unit.extend([unit] * len(ids))
+        self.pending_source += len(ids)
 
     # ----- writes --------------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -184,23 +182,33 @@ class GroupPositionDecoder:
         return self.lm.tokenizer.decode(word, skip_special_tokens=True).strip()
 
     def _append_target(self, ids: Sequence[int], word: int) -> torch.Tensor:
-        start = len(self.target_ids)
-        logits = self._forward(ids, [self.phi + start + i for i in range(len(ids))], source=False)
-        self._record("t", start, logits)
+        """Feed the pending source tokens (positions S..) and then `ids` (positions phi + t..) in one forward;
+        returns the logits of the last row."""
+        source_start = len(self.source_ids) - self.pending_source
+        target_start = len(self.target_ids)
+        source_ids = self.source_ids[source_start:]
+        positions = [source_start + i for i in range(len(source_ids))]
+        positions += [self.phi + target_start + i for i in range(len(ids))]
+        logits = self._forward([*source_ids, *ids], positions, source_count=len(source_ids))
+        if self.record_logits:
+            self._record("s", source_start, logits[: len(source_ids)])
+            self._record("t", target_start, logits[len(source_ids):])
+        self.pending_source = 0
         self.target_ids.extend(ids)
         self.target_word.extend([word] * len(ids))
-        return logits
+        return logits[-1:]
 
     # ----- the model -----------------------------------------------------------------------------------------
     @torch.inference_mode()
-    def _forward(self, ids: Sequence[int], positions: Sequence[int], source: bool) -> torch.Tensor:
-        """Append `ids` to the cache. Source rows see cached source only; target rows see everything cached. The
-        new tokens see each other causally. Returns float32 logits [len(ids), V] (only the last row unless
-        recording)."""
+    def _forward(self, ids: Sequence[int], positions: Sequence[int], source_count: int = 0) -> torch.Tensor:
+        """Append `ids` (the first `source_count` of them source tokens, the rest target tokens) to the cache.
+        Source rows see cached source only; target rows see everything cached. The new tokens see each other
+        causally (source first, so new source rows never see new target). Returns float32 logits [len(ids), V]
+        (only the last row unless recording)."""
         queries, cached = len(ids), len(self.cache_is_source)
         visible = torch.ones(queries, cached + queries, dtype=torch.bool)
-        if source:
-            visible[:, :cached] = torch.tensor(self.cache_is_source, dtype=torch.bool)
+        if source_count and cached:
+            visible[:source_count, :cached] = torch.tensor(self.cache_is_source, dtype=torch.bool)
         visible[:, cached:] = torch.tril(torch.ones(queries, queries, dtype=torch.bool))
         device = self.lm.device
         output = self.lm.model(
@@ -211,7 +219,7 @@ class GroupPositionDecoder:
             logits_to_keep=0 if self.record_logits else 1,
         )
         self.forward_calls += 1
-        self.cache_is_source.extend([source] * queries)
+        self.cache_is_source.extend([True] * source_count + [False] * (queries - source_count))
         return output.logits[0].float()
 
     def _record(self, kind: str, start: int, logits: torch.Tensor) -> None:
@@ -243,12 +251,11 @@ class ReencodingDecoder(GroupPositionDecoder):
         if self.stale:
             self.cache, self.cache_is_source = DynamicCache(), []
             prefix = self.source_ids + self.target_ids
-            logits = GroupPositionDecoder._forward(self, prefix + list(ids), list(range(len(prefix) + len(ids))),
-                                                   source=False)
+            logits = GroupPositionDecoder._forward(self, prefix + list(ids), list(range(len(prefix) + len(ids))))
             self.stale = False
         else:
             start = len(self.source_ids) + len(self.target_ids)
-            logits = GroupPositionDecoder._forward(self, ids, list(range(start, start + len(ids))), source=False)
+            logits = GroupPositionDecoder._forward(self, ids, list(range(start, start + len(ids))))
         self.target_ids.extend(ids)
         self.target_word.extend([word] * len(ids))
         return logits
