@@ -33,7 +33,7 @@ RANDOM_SHAPES = {
 }
 
 
-def random_falcon_lm(shape: str, source_lang: str, target_lang: str):
+def random_falcon_lm(shape: str, source_lang: str, target_lang: str, dtype: str = "float32", device: str = "cpu"):
     """A randomly initialised Falcon-RW layout with the tiny tokenizer: offline, float32, for cost measurements
     only (its words are random; `--max-word-tokens` keeps them near real subword counts)."""
     from transformers import FalconConfig, FalconForCausalLM
@@ -48,7 +48,7 @@ def random_falcon_lm(shape: str, source_lang: str, target_lang: str):
                           parallel_attn=False, bias=True, eos_token_id=tokenizer.eos_token_id,
                           bos_token_id=tokenizer.bos_token_id)
     torch.manual_seed(0)
-    model = FalconForCausalLM(config).eval()
+    model = FalconForCausalLM(config).to(device=device, dtype=getattr(torch, dtype)).eval()
     model.set_attn_implementation("sdpa")
     return StreamingLM.from_model(model, tokenizer, simulmask_template(tokenizer, source_lang, target_lang))
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
               "target_lang": target_lang, "k": args.k, "max_word_tokens": args.max_word_tokens,
               "model_dtype": args.dtype, "model_device": args.device}
     if args.model in RANDOM_SHAPES:
-        lm = random_falcon_lm(args.model, source_lang, target_lang)
+        lm = random_falcon_lm(args.model, source_lang, target_lang, args.dtype, args.device)
         cached = SimulMaskTranslator(lm, build_config(SimulMaskConfig, values))
     else:
         cached = SimulMaskTranslator.from_config(build_config(SimulMaskConfig, values))
