@@ -170,6 +170,8 @@ def quantize_linear_int8(model: torch.nn.Module) -> None:
 def _load_model(path: Path, dtype: torch.dtype, attn_implementation: str) -> PreTrainedModel:
     """The causal LM in `path`: the text decoder alone for the multimodal model types in TEXT_DECODER_MODEL_TYPES."""
     config = AutoConfig.from_pretrained(path)
+    if attn_implementation == "sdpa" and getattr(config.get_text_config(decoder=True), "attn_logit_softcapping", None):
+        attn_implementation = "eager"  # SDPA cannot softcap attention logits (Gemma-2); eager computes the same
     if config.model_type not in TEXT_DECODER_MODEL_TYPES:
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
     text_config = config.get_text_config(decoder=True)
