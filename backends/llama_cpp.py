@@ -69,8 +69,10 @@ class LlamaCppSession(SpeculativeSession):
         from backends.hf.lm import stop_token_ids
 
         self.lm = lm
-        self.llama = Llama(model_path=str(lm.gguf_path), n_ctx=lm.n_ctx, n_threads=lm.n_threads, logits_all=True,
-                           verbose=False)
+        # Batches (prompt, draft verification) must use the same threads as decoding: llama-cpp-python's default
+        # n_threads_batch is every core, and its spinning threads made a batch cost more than one-token steps.
+        self.llama = Llama(model_path=str(lm.gguf_path), n_ctx=lm.n_ctx, n_threads=lm.n_threads,
+                           n_threads_batch=lm.n_threads, logits_all=True, verbose=False)
         self.max_positions = lm.n_ctx
         gguf_eos = SimpleNamespace(config=SimpleNamespace(eos_token_id=self.llama.token_eos()))
         self.stop_token_ids = frozenset(stop_token_ids(gguf_eos, lm.tokenizer))
