@@ -1,11 +1,10 @@
 """The knobs of the group-position-encoding (GPE) wait-k system, text and speech cascade: names, defaults, help."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from agents.harness.config import ConfigError, knob
-from agents.systems.config import CascadeConfig
+from agents.systems.config import SpeechCascadeKnobs
 
 
 @dataclass(frozen=True)
@@ -48,24 +47,10 @@ class GPEConfig:
             raise ConfigError(f"model_dtype must be float32, bfloat16 or float16, got {self.model_dtype!r}")
 
 
-# The speech input knobs of the AlignAtt cascade, reused field for field (one definition of each knob).
-SPEECH_KNOBS = ("asr", "asr_model", "aligner_model", "asr_device", "asr_dtype", "hold_back", "min_start_seconds",
-                "max_tail_seconds")
+@dataclass(frozen=True)
+class GPECascadeConfig(GPEConfig, SpeechCascadeKnobs):
+    """ASR with word times feeding GPE wait-k, one step per chunk."""
 
-
-def _speech_fields() -> list[tuple]:
-    return [(f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata))
-            for f in dataclasses.fields(CascadeConfig) if f.name in SPEECH_KNOBS]
-
-
-def _validate_cascade(self) -> None:
-    GPEConfig.validate(self)
-    speech = {name: getattr(self, name) for name in SPEECH_KNOBS}
-    CascadeConfig(source_lang=self.source_lang, target_lang=self.target_lang, **speech).validate()
-
-
-GPECascadeConfig = dataclasses.make_dataclass(
-    "GPECascadeConfig", _speech_fields(), bases=(GPEConfig,), frozen=True,
-    namespace={"validate": _validate_cascade, "__doc__": "ASR with word times feeding GPE wait-k, one step per chunk.",
-               "__module__": __name__},
-)
+    def validate(self) -> None:
+        super().validate()
+        self.validate_speech()
