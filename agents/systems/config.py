@@ -107,3 +107,39 @@ class CascadeConfig(AlignAttConfig, SpeechCascadeKnobs):
     def validate(self) -> None:
         super().validate()
         self.validate_speech()
+
+
+@dataclass(frozen=True)
+class WordWaitkKnobs:
+    """The knobs every word-level wait-k LLM system shares (GPE, SimulMask); subclasses set `system` and may
+    change defaults."""
+
+    system = "wait-k"  # named in errors
+
+    model: str = knob("embedded", "base weights: a Hugging Face id, a local directory, a .gguf file, or 'embedded'")
+    source_lang: str = knob("en", "source language code")
+    target_lang: str = knob("de", "target language code (a language written with spaces between words)")
+    k: int = knob(5, "wait-k lag in source words")
+    max_word_tokens: int = knob(32, "a target word ends after at most this many tokens")
+    model_dtype: str = knob("float32", "torch dtype of the model: float32, bfloat16 or float16")
+    model_device: str = knob("cpu", "torch device of the model, e.g. cpu or cuda")
+
+    def validate(self) -> None:
+        from backends.hf.prompt import language_name
+        from policies.units import target_unit_for
+
+        try:
+            language_name(self.source_lang), language_name(self.target_lang)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        if self.source_lang == self.target_lang:
+            raise ConfigError(f"source and target language are both {self.source_lang!r}")
+        if target_unit_for(self.target_lang) != "word":
+            raise ConfigError(f"{self.system} writes whitespace words; target language {self.target_lang!r} is "
+                              f"written without spaces (use agents.alignatt4llm for it)")
+        if self.k < 1:
+            raise ConfigError(f"k must be >= 1, got {self.k}")
+        if self.max_word_tokens < 1:
+            raise ConfigError(f"max_word_tokens must be >= 1, got {self.max_word_tokens}")
+        if self.model_dtype not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"model_dtype must be float32, bfloat16 or float16, got {self.model_dtype!r}")
