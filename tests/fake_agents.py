@@ -116,19 +116,25 @@ class FakeSlowTranslator(SpeechStreamingTranslator):
         return Emission()
 
 
-class FakeSlowSpeechProcessor(StreamingSpeechProcessor):
+def fake_speech_processor(config_class, build):
+    """A simulstream processor class with no weights whose translator is `build(config)` (a fake)."""
+
+    class FakeSpeechProcessor(StreamingSpeechProcessor):
+        @classmethod
+        def shared_key(cls, config):
+            return ()
+
+        @classmethod
+        def load_shared(cls, config):
+            return None
+
+        @classmethod
+        def build_translator(cls, config, shared):
+            return build(config)
+
+    FakeSpeechProcessor.config_class = config_class
+    return FakeSpeechProcessor
+
+
+class FakeSlowSpeechProcessor(fake_speech_processor(FakeSlowConfig, FakeSlowTranslator)):
     """A simulstream processor over FakeSlowTranslator (no model, so its speed is exactly what it is told)."""
-
-    config_class = FakeSlowConfig
-
-    @classmethod
-    def shared_key(cls, config):
-        return ()
-
-    @classmethod
-    def load_shared(cls, config):
-        return None
-
-    @classmethod
-    def build_translator(cls, config, shared):
-        return FakeSlowTranslator(config)

@@ -57,24 +57,9 @@ class ScriptedRevisingTranslator(SpeechStreamingTranslator):
 
 
 def scripted_processor_class():
-    from agents.harness.simulstream import StreamingSpeechProcessor
+    from fake_agents import fake_speech_processor
 
-    class ScriptedProcessor(StreamingSpeechProcessor):
-        config_class = FakeConfig
-
-        @classmethod
-        def shared_key(cls, config):
-            return ()
-
-        @classmethod
-        def load_shared(cls, config):
-            return None
-
-        @classmethod
-        def build_translator(cls, config, shared):
-            return ScriptedRevisingTranslator()
-
-    return ScriptedProcessor
+    return fake_speech_processor(FakeConfig, lambda config: ScriptedRevisingTranslator())
 
 
 def run_message_processor(processor, audio: np.ndarray, wav_name: str, log: Path) -> None:
