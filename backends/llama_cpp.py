@@ -1,5 +1,5 @@
-"""SSBD on llama.cpp (llama-cpp-python, the paper's runtime): the draft is evaluated as one batch, every row's logits
-are read back, and the context is rolled back to the first divergence by moving `n_tokens`.
+"""SSBD on llama.cpp (llama-cpp-python, the paper's runtime): the draft is evaluated as one batch with logits for
+each of its rows (a prompt asks for its last row only), and the context is rolled back to the first divergence.
 
 Prompts are token ids from the Hugging Face tokenizer of the same model (fed to llama.cpp directly), so both backends
 see identical ids; each stream owns one llama.cpp context (the weights file is memory-mapped and shared).
@@ -61,7 +61,9 @@ class LlamaCppLM:
 
 
 class LlamaCppSession(SpeculativeSession):
-    """One stream's llama.cpp context; `logits_all` keeps every evaluated row's logits in `scores`."""
+    """One stream's llama.cpp context. Each batch asks llama.cpp for the logits of the rows it reads only: a prompt
+    needs its last row, a draft every row. (`Llama(logits_all=True)` would compute the vocabulary projection for
+    every prompt row too, about a quarter of a small model's cost per row, and keep n_ctx × vocabulary floats.)"""
 
     def __init__(self, lm: LlamaCppLM):
         from llama_cpp import Llama
@@ -71,8 +73,10 @@ class LlamaCppSession(SpeculativeSession):
         self.lm = lm
         # Batches (prompt, draft verification) must use the same threads as decoding: llama-cpp-python's default
         # n_threads_batch is every core, and its spinning threads made a batch cost more than one-token steps.
-        self.llama = Llama(model_path=str(lm.gguf_path), n_ctx=lm.n_ctx, n_threads=lm.n_threads,
-                           n_threads_batch=lm.n_threads, logits_all=True, verbose=False)
+        # n_batch bounds one llama.cpp batch (longer inputs go in several) and sizes llama-cpp-python's unused
+        # `scores` buffer (n_batch x vocabulary floats: 155 MB for Qwen2.5 at 256, per stream).
+        self.llama = Llama(model_path=str(lm.gguf_path), n_ctx=lm.n_ctx, n_batch=min(256, lm.n_ctx),
+                           n_threads=lm.n_threads, n_threads_batch=lm.n_threads, logits_all=False, verbose=False)
         self.max_positions = lm.n_ctx
         gguf_eos = SimpleNamespace(config=SimpleNamespace(eos_token_id=self.llama.token_eos()))
         self.stop_token_ids = frozenset(stop_token_ids(gguf_eos, lm.tokenizer))
@@ -83,15 +87,32 @@ class LlamaCppSession(SpeculativeSession):
     def _prefill(self, prompt_ids: list[int]) -> np.ndarray:
         cached = self.llama.input_ids[: self.llama.n_tokens].tolist()
         self._truncate(common_prefix(cached, prompt_ids, len(prompt_ids) - 1))
-        return self._evaluate(prompt_ids[self.llama.n_tokens:])[-1]
+        return self._decode(prompt_ids[self.llama.n_tokens:], every_row=False)[-1]
 
     def _evaluate(self, token_ids: list[int]) -> np.ndarray:
-        base = self.llama.n_tokens
-        if base + len(token_ids) > self.lm.n_ctx:
-            raise ValueError(f"prompt + output need {base + len(token_ids)} positions but n_ctx is {self.lm.n_ctx}: "
-                             f"raise n_ctx (or lower max_new_tokens)")
-        self.llama.eval(token_ids)  # drops cached positions >= n_tokens first, then appends
-        return np.array(self.llama.scores[base: base + len(token_ids)], dtype=np.float32)
+        return self._decode(token_ids, every_row=True)
+
+    def _decode(self, token_ids: list[int], every_row: bool) -> np.ndarray:
+        """Append `token_ids` to the context (in batches of at most n_batch) and return the logits of every row, or
+        of the last row only, [rows, V]. This is `Llama.eval` with the logits request made per batch."""
+        llama = self.llama
+        if llama.n_tokens + len(token_ids) > self.lm.n_ctx:
+            raise ValueError(f"prompt + output need {llama.n_tokens + len(token_ids)} positions but n_ctx is "
+                             f"{self.lm.n_ctx}: raise n_ctx (or lower max_new_tokens)")
+        llama._ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)  # positions past n_tokens belong to a rolled-back draft
+        rows = []
+        for start in range(0, len(token_ids), llama.n_batch):
+            batch = token_ids[start: start + llama.n_batch]
+            last_batch = start + llama.n_batch >= len(token_ids)
+            llama._batch.set_batch(batch=batch, n_past=llama.n_tokens, logits_all=every_row)  # last row always
+            llama._ctx.decode(llama._batch)
+            llama.input_ids[llama.n_tokens: llama.n_tokens + len(batch)] = batch
+            llama.n_tokens += len(batch)
+            if every_row or last_batch:
+                count = len(batch) if every_row else 1
+                logits = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(count, llama.n_vocab()))
+                rows.append(np.array(logits, dtype=np.float32))  # copied: llama.cpp reuses the buffer
+        return np.concatenate(rows)
 
     def _truncate(self, length: int) -> None:
         if length < self.llama.n_tokens:

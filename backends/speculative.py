@@ -25,6 +25,7 @@ class SpeculativeOutput:
     generation_seconds: float  # draft verification + decoding, wall clock
     prompt_cpu_seconds: float = 0.0  # the same in this process's CPU time (robust to other jobs on the machine)
     generation_cpu_seconds: float = 0.0
+    verification_cpu_seconds: float = 0.0  # the part of generation_cpu_seconds spent verifying the draft
 
 
 class SpeculativeSession(ABC):
@@ -65,12 +66,14 @@ class SpeculativeSession(ABC):
         next_logits = self._prefill(prompt_ids)
         prefilled, prefilled_cpu = time.perf_counter(), time.process_time()
         accepted = 0
+        verified_cpu = prefilled_cpu
         if draft:
             rows = np.concatenate([next_logits[None, :], self._evaluate(draft)])  # row i predicts draft[i]
             accepted = accepted_draft_length(draft, rows, beta)
             if accepted < len(draft):
                 self._truncate(len(prompt_ids) + accepted)  # Algorithm 1, line 13: clear the cache from d on
             next_logits = rows[accepted]
+            verified_cpu = time.process_time()
         tokens = draft[:accepted]
         finished = False
         while len(tokens) < max_new_tokens:
@@ -86,7 +89,8 @@ class SpeculativeSession(ABC):
         return SpeculativeOutput(tokens=tokens, accepted=accepted, draft_length=len(draft), finished=finished,
                                  prompt_seconds=prefilled - start, generation_seconds=done - prefilled,
                                  prompt_cpu_seconds=prefilled_cpu - start_cpu,
-                                 generation_cpu_seconds=done_cpu - prefilled_cpu)
+                                 generation_cpu_seconds=done_cpu - prefilled_cpu,
+                                 verification_cpu_seconds=verified_cpu - prefilled_cpu)
 
 
 def common_prefix(cached: Sequence[int], wanted: Sequence[int], limit: int) -> int:

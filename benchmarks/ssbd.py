@@ -78,6 +78,28 @@ def print_table(rows: list[dict], sentences: int, header: str) -> None:
               f"| {row['total_ratio']:.2f} | {s.updates} | {s.output_tokens} |")
 
 
+def print_cost_model(rows: list[dict], target: float = 1.5) -> None:
+    """Why the speedup is what it is: per update SSBD verifies D draft tokens at r times the CPU cost of decoding one
+    (r measured here), then decodes the (1 - A/O) share of the output, so speedup = 1 / (r * D/O + 1 - A/O)."""
+    baseline = rows[0]["stats"]
+    decode_cost = baseline.generation_cpu_seconds / baseline.output_tokens
+    print(f"\nCost model: r = verification CPU s per draft token / re-translation CPU s per output token "
+          f"({1000 * decode_cost:.1f} ms); predicted speedup = 1 / (r * D/O + 1 - A/O); r for {target}x = the "
+          f"verification cost that would give {target}x at this acceptance")
+    print(f"| system | r | D/O | A/O | predicted speedup | measured speedup | r for {target}x |")
+    print("|---|---|---|---|---|---|---|")
+    for row in rows[1:]:
+        s = row["stats"]
+        if not s.draft_tokens or not s.verification_cpu_seconds:
+            continue
+        ratio = s.verification_cpu_seconds / s.draft_tokens / decode_cost
+        draft_share, accepted_share = s.draft_tokens / s.output_tokens, s.accepted_tokens / s.output_tokens
+        predicted = 1.0 / (ratio * draft_share + 1.0 - accepted_share)
+        needed = (1.0 / target - (1.0 - accepted_share)) / draft_share
+        print(f"| {row['system']} | {ratio:.2f} | {draft_share:.2f} | {accepted_share:.2f} | {predicted:.2f} "
+              f"| {row['speedup']:.2f} | {needed:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=int, default=100)
@@ -124,7 +146,9 @@ def main() -> None:
     header = (f"backend={args.backend} model={args.model} en-{args.target_lang} w={args.step_words} "
               f"max_new_tokens={args.max_new_tokens} threads={args.n_threads}; mean 1-min load average during the run "
               f"{sum(loads) / max(1, len(loads)):.1f} on {os.cpu_count()} cores")
-    print_table(summarize(done, list(configs)), len(done), header)
+    rows = summarize(done, list(configs))
+    print_table(rows, len(done), header)
+    print_cost_model(rows)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ class SSBDStats:
     erased_units: units retracted from the display (sum over updates of |shown| - |common prefix|);
     final_units: units of the final outputs; draft_tokens / accepted_tokens: verified and accepted draft tokens;
     output_tokens: tokens of all outputs (accepted + decoded); generation_seconds: draft verification + decoding
-    (wall clock; the *_cpu_seconds fields are the same spans in process CPU time, robust to a shared machine).
+    (wall clock; the *_cpu_seconds fields are the same spans in process CPU time, robust to a shared machine);
+    verification_cpu_seconds: the draft-verification part of generation_cpu_seconds.
     """
 
     updates: int = 0
@@ -105,10 +106,11 @@ class SSBDStats:
     prompt_seconds: float = 0.0
     generation_cpu_seconds: float = 0.0
     prompt_cpu_seconds: float = 0.0
+    verification_cpu_seconds: float = 0.0
 
     def add_update(self, draft_tokens: int, accepted_tokens: int, output_tokens: int, generation_seconds: float,
                    prompt_seconds: float, erased_units: int, generation_cpu_seconds: float = 0.0,
-                   prompt_cpu_seconds: float = 0.0) -> None:
+                   prompt_cpu_seconds: float = 0.0, verification_cpu_seconds: float = 0.0) -> None:
         self.updates += 1
         self.draft_tokens += draft_tokens
         self.accepted_tokens += accepted_tokens
@@ -118,6 +120,7 @@ class SSBDStats:
         self.erased_units += erased_units
         self.generation_cpu_seconds += generation_cpu_seconds
         self.prompt_cpu_seconds += prompt_cpu_seconds
+        self.verification_cpu_seconds += verification_cpu_seconds
 
     def merge(self, other: "SSBDStats") -> None:
         for name in self.__dataclass_fields__:

@@ -68,6 +68,37 @@ def greedy_logits_at(session, prompt_ids: list[int], tokens: list[int]) -> np.nd
     return logits
 
 
+@pytest.mark.real_model
+def test_llama_cpp_rows_equal_llama_cpp_python_logits_all_evaluation():
+    """The session asks llama.cpp for the rows it reads only (a prompt's last row, every draft row); the reference is
+    llama-cpp-python's own `logits_all` evaluation of the same ids, which computes every row."""
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from backends.llama_cpp import LlamaCppLM
+
+    model = LlamaCppLM.load("embedded", n_ctx=512, n_threads=2)  # batches of at most 256 tokens
+    prompt = model.tokenizer("Translate into German: the cat sat on the mat." * 30)["input_ids"]
+    assert len(prompt) > 256  # the prompt goes to llama.cpp in two batches, only the last one's last row is read
+    draft = model.tokenizer(" Die Katze saß auf der Matte.")["input_ids"]
+    session = model.session()
+    prompt_row = session._prefill(prompt)
+    draft_rows = session._evaluate(draft)
+    session._truncate(len(prompt) + 2)  # roll back into the draft, then continue from there
+    resumed_rows = session._evaluate(draft[2:])
+
+    reference = llama_cpp.Llama(model_path=str(model.gguf_path), n_ctx=512, n_batch=256, n_threads=2,
+                                n_threads_batch=2, logits_all=True, verbose=False)
+    reference.eval(prompt)  # the same batches (kernels differ with the batch size), every row's logits kept
+    reference.eval(draft)
+    every_row = np.array(reference.scores[: len(prompt) + len(draft)])
+    reference.n_tokens = len(prompt) + 2
+    reference.eval(draft[2:])
+    resumed_reference = np.array(reference.scores[len(prompt) + 2: len(prompt) + len(draft)])
+    assert prompt_row.shape == (every_row.shape[1],) and draft_rows.shape == (len(draft), every_row.shape[1])
+    np.testing.assert_allclose(prompt_row, every_row[len(prompt) - 1], atol=1e-3)
+    np.testing.assert_allclose(draft_rows, every_row[len(prompt):], atol=1e-3)
+    np.testing.assert_allclose(resumed_rows, resumed_reference, atol=1e-3)
+
+
 @pytest.fixture(scope="module")
 def embedded_lm(embedded_model_path):
     return CausalLM.load("embedded")

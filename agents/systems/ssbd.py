@@ -138,6 +138,7 @@ class SSBDTranslator(StreamingTranslator):
             shown = list(units_before_sentence_end(tuple(shown)))
         retract, new = revision(self.segment_units, shown)
         self.stats.add_update(output.draft_length, output.accepted, len(output.tokens), output.generation_seconds,
-                              output.prompt_seconds, retract, output.generation_cpu_seconds, output.prompt_cpu_seconds)
+                              output.prompt_seconds, retract, output.generation_cpu_seconds, output.prompt_cpu_seconds,
+                              output.verification_cpu_seconds)
         self.updates.append(Update(source, output, text, tuple(shown), final))
         return self._emit(Emission(retract, tuple(new)))
