@@ -112,6 +112,7 @@ def main() -> None:
     parser.add_argument("--split", default="evaluation", help="MCIF split: evaluation, calibration or all")
     parser.add_argument("--skip", type=int, default=0, help="start at this sentence of the selection (to split a "
                                                             "run over processes; concatenate their --out files)")
+    parser.add_argument("--count", type=int, default=None, help="run at most this many sentences from --skip on")
     parser.add_argument("--out", default="ssbd_bench.jsonl", help="per-sentence results (appended; resumable)")
     parser.add_argument("--summary-only", action="store_true", help="print the table from --out and exit")
     args = parser.parse_args()
@@ -122,7 +123,7 @@ def main() -> None:
     base.validate()
     configs = systems(base)
     lines = evenly_spaced(mcif_split(load_mcif(shared_data_dir(), args.target_lang), args.split), args.sentences)
-    lines = lines[args.skip:]
+    lines = lines[args.skip:][: args.count]
     out = Path(args.out)
     done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     if not args.summary_only:
