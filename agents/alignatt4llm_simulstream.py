@@ -7,7 +7,7 @@ from agents.systems.cascade import CascadeTranslator
 from agents.systems.config import CascadeConfig
 from agents.systems.llm import AlignAttTranslator, resolve_heads
 from backends.asr import load_recognizer
-from backends.hf.lm import CausalLM
+from backends.choice import load_lm
 
 
 class Agent(StreamingSpeechProcessor):
@@ -25,13 +25,14 @@ class Agent(StreamingSpeechProcessor):
     @classmethod
     def shared_key(cls, config: CascadeConfig) -> tuple:
         return (config.asr, config.asr_model, config.aligner_model, config.asr_device, config.asr_dtype,
-                config.model, config.model_dtype, config.model_device)
+                config.model, config.model_dtype, config.model_device, config.backend)
 
     @classmethod
     def load_shared(cls, config: CascadeConfig):
         recognizer = load_recognizer(config.asr, config.asr_model, config.aligner_model, config.asr_device,
                                      config.asr_dtype)
-        lm = CausalLM.load(config.model, dtype=config.model_dtype, device=config.model_device)
+        lm = load_lm(config.backend, config.model, dtype=config.model_dtype, device=config.model_device,
+                     capture_heads=resolve_heads(config).heads)
         return recognizer, lm
 
     @classmethod

@@ -130,6 +130,24 @@ def load_causal_lm(
                              f"float16 on {device!r}")
     torch_dtype = torch.float32 if quantize else _torch_dtype(dtype)
     path = resolve_model(spec)
+    tokenizer = load_tokenizer(spec, path, require_chat_template)
+    try:
+        model = _load_model(path, torch_dtype, attn_implementation).to(device)
+    except ModelLoadError:
+        raise
+    except (OSError, ValueError, RuntimeError, AssertionError) as err:  # AssertionError: CUDA not compiled in
+        raise ModelLoadError(
+            f"cannot load {spec!r} from {path} as a causal LM (dtype={torch_dtype}, device={device!r}, "
+            f"attn_implementation={attn_implementation!r}): {err}"
+        ) from err
+    if quantize:
+        quantize_linear_int8(model)
+    return model.eval(), tokenizer
+
+
+def load_tokenizer(spec: str, path: Path, require_chat_template: bool = True) -> PreTrainedTokenizerBase:
+    """The fast tokenizer (with a chat template unless told otherwise) of the model `spec` resolved to `path`;
+    shared by every backend so that prompts are tokenised identically."""
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as err:
@@ -144,18 +162,7 @@ def load_causal_lm(
             f"the tokenizer of {spec!r} has no chat template (base model?); use an instruction-tuned model, or add "
             "a chat_template.jinja to the model directory."
         )
-    try:
-        model = _load_model(path, torch_dtype, attn_implementation).to(device)
-    except ModelLoadError:
-        raise
-    except (OSError, ValueError, RuntimeError, AssertionError) as err:  # AssertionError: CUDA not compiled in
-        raise ModelLoadError(
-            f"cannot load {spec!r} from {path} as a causal LM (dtype={torch_dtype}, device={device!r}, "
-            f"attn_implementation={attn_implementation!r}): {err}"
-        ) from err
-    if quantize:
-        quantize_linear_int8(model)
-    return model.eval(), tokenizer
+    return tokenizer
 
 
 def quantize_linear_int8(model: torch.nn.Module) -> None:

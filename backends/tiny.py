@@ -527,6 +527,28 @@ def _check_arch(arch: str) -> str:
     return arch
 
 
+# vLLM (backends/vllm) serves every tiny architecture above as is, except Qwen3: its vLLM model refuses a sliding
+# window on some layers only ("Sliding window for some but all layers is not supported"), so the vLLM variant of
+# the tiny Qwen3 has full attention everywhere. Sliding windows stay covered by the tiny Gemma-3 and Gemma-4.
+TINY_VLLM_ARCHITECTURES = ("gemma4", "gemma3", "qwen3", "qwen2", "llama")
+
+
+def build_tiny_vllm_checkpoint(arch: str, out_dir: Path | str, *, seed: int = 0) -> Path:
+    """Like `build_tiny_checkpoint`, in a layout vLLM 0.32 can serve (see TINY_VLLM_ARCHITECTURES)."""
+    if arch not in TINY_VLLM_ARCHITECTURES:
+        raise ValueError(f"no vLLM tiny variant of {arch!r}; choose one of {', '.join(TINY_VLLM_ARCHITECTURES)}")
+    if arch != "qwen3":
+        return build_tiny_checkpoint(arch, out_dir, seed=seed)
+    tokenizer = build_tiny_tokenizer(arch)
+    config = build_tiny_config(arch, tokenizer)
+    config.use_sliding_window, config.sliding_window = False, None
+    config.layer_types = ["full_attention"] * config.num_hidden_layers
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen3ForCausalLM(config).to(torch.float32)
+    return _save(model.eval(), tokenizer, out_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m backends.tiny", description="Save a tiny random checkpoint for tests."

@@ -38,7 +38,24 @@ class LLMTranslatorConfig:
 
 
 @dataclass(frozen=True)
-class AlignAttConfig(LLMTranslatorConfig):
+class DraftBackendKnob:
+    """The runtime of the drafting LLM, for the systems built on `agents.systems.llm` (AlignAtt, wait-k)."""
+
+    backend: str = knob("hf", "model runtime: hf (transformers) or vllm (a vLLM engine with run-time q/k capture; "
+                              "run from the vLLM environment, docs/vllm.md)")
+
+    def validate_backend(self) -> None:
+        from backends.choice import BACKENDS
+
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.backend == "vllm" and self.model_dtype == "int8":
+            raise ConfigError("model_dtype int8 is the transformers backend's CPU quantization; with backend vllm "
+                              "use float32, bfloat16 or float16")
+
+
+@dataclass(frozen=True)
+class AlignAttConfig(LLMTranslatorConfig, DraftBackendKnob):
     heads: str = knob("", "heads JSON (published format); empty: the default set for the model and direction")
     top_k_heads: int = knob(8, "how many of the ranked heads to use (paper: 8)")
     border: int = knob(1, "frontier margin b in source words: stop when the attention peak is on word >= "
@@ -49,6 +66,7 @@ class AlignAttConfig(LLMTranslatorConfig):
 
     def validate(self) -> None:
         super().validate()
+        self.validate_backend()
         if self.top_k_heads < 1:
             raise ConfigError("top_k_heads must be >= 1")
         if self.median_width < 1 or self.median_width % 2 == 0:
@@ -56,11 +74,12 @@ class AlignAttConfig(LLMTranslatorConfig):
 
 
 @dataclass(frozen=True)
-class WaitkConfig(LLMTranslatorConfig):
+class WaitkConfig(LLMTranslatorConfig, DraftBackendKnob):
     k: int = knob(3, "wait-k lag in source words")
 
     def validate(self) -> None:
         super().validate()
+        self.validate_backend()
         if self.k < 1:
             raise ConfigError(f"k must be >= 1, got {self.k}")
 

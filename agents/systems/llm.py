@@ -12,6 +12,7 @@ from typing import Sequence
 
 from agents.core import Emission, SourceWord, StreamingTranslator
 from agents.systems.config import AlignAttConfig, LLMTranslatorConfig, WaitkConfig
+from backends.choice import load_lm
 from backends.heads import HeadSet, default_heads, load_heads
 from backends.hf.lm import CausalLM, Draft
 from backends.hf.prompt import PromptBuilder, TranslationPrompt
@@ -170,7 +171,8 @@ class AlignAttTranslator(LLMTranslator):
     @classmethod
     def from_config(cls, config: AlignAttConfig, lm: CausalLM | None = None) -> "AlignAttTranslator":
         heads = resolve_heads(config)  # first: a bad head file fails in milliseconds, not after loading the model
-        lm = lm or CausalLM.load(config.model, dtype=config.model_dtype, device=config.model_device)
+        lm = lm or load_lm(config.backend, config.model, dtype=config.model_dtype, device=config.model_device,
+                           capture_heads=heads.heads)
         return cls(lm, config, heads)
 
     def _draft_and_accept(self, prompt, budget, accessible):
@@ -196,7 +198,8 @@ class WaitkTranslator(LLMTranslator):
 
     @classmethod
     def from_config(cls, config: WaitkConfig, lm: CausalLM | None = None) -> "WaitkTranslator":
-        return cls(lm or CausalLM.load(config.model, dtype=config.model_dtype, device=config.model_device), config)
+        return cls(lm or load_lm(config.backend, config.model, dtype=config.model_dtype, device=config.model_device),
+                   config)
 
     def _draft_and_accept(self, prompt, budget, accessible):
         draft = self.session.draft(prompt.token_ids, budget, capture=False)

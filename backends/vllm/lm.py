@@ -1,0 +1,209 @@
+"""Greedy drafting on a vLLM engine with run-time q/k capture, behind the transformers backend's interface:
+`VLLMCausalLM.session(heads).draft(prompt_ids, budget, stop=...)` returns the same `Draft`, and its
+`source_attention` runs the same replay (backends.hf.replay) on the rows this engine captured.
+
+One engine serves any number of streams; drafts run one at a time (a lock), and each draft takes its own copy of
+the captured rows, so streams never see each other's q/k.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable, Sequence
+
+import torch
+
+from backends.hf.capture import LayerGeometry
+from backends.hf.lm import Draft, stop_token_ids
+from backends.models import load_tokenizer, resolve_model
+from backends.vllm.observer import LayerLayout, key_heads_by_layer
+from backends.vllm.worker import CONFIG_KEY
+
+WORKER = "backends.vllm.worker.CaptureWorker"
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass
+class CapturedRows:
+    """One draft's captured rows, read by `backends.hf.replay.replay_attention` (the `QKRecorder` interface)."""
+
+    heads: tuple[tuple[int, int], ...]
+    layouts: dict[int, LayerLayout]
+    queries_by_layer: dict[int, torch.Tensor]  # [selected query heads, positions, head_dim]
+    keys_by_layer: dict[int, torch.Tensor]  # [captured KV heads, positions, head_dim], by key-owning layer
+    key_heads: dict[int, tuple[int, ...]]
+    generation: int = 0  # a draft's rows are its own copy: never overwritten
+    geometry: dict[int, LayerGeometry] = field(init=False)
+
+    def __post_init__(self):
+        self.geometry = {layer: layout.geometry for layer, layout in self.layouts.items()}
+
+    def queries(self, layer: int, head: int, positions: slice) -> torch.Tensor:
+        rows = self.queries_by_layer[layer]
+        if positions.stop > rows.shape[1]:
+            raise RuntimeError(f"no captured query rows up to position {positions.stop} (have {rows.shape[1]})")
+        return rows[self.layouts[layer].query_heads.index(head), positions]
+
+    def keys(self, layer: int, head: int, length: int) -> torch.Tensor:
+        layout = self.layouts[layer]
+        rows = self.keys_by_layer[layout.key_layer]
+        if length > rows.shape[1]:
+            raise RuntimeError(f"captured keys cover {rows.shape[1]} positions, replay needs {length}")
+        return rows[self.key_heads[layout.key_layer].index(head // layout.group), :length]
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    length = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        length += 1
+    return length
+
+
+class VLLMCausalLM:
+    """A vLLM engine (one model) with capture installed for `capture_heads`, and the model's own tokenizer."""
+
+    def __init__(self, llm, tokenizer, capture_heads: Sequence[tuple[int, int]] | None, stop_ids: set[int]):
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.capture_heads = frozenset(tuple(h) for h in capture_heads or ())
+        self.stop_token_ids = frozenset(stop_ids)
+        self._lock = threading.Lock()
+        # Token ids whose keys the capture buffers hold, position by position (prefix caching skips computing a
+        # cached prefix: its keys must already be there, see `_generate`).
+        self._captured_ids: list[int] = []
+        self.last_cached_tokens = 0  # prompt tokens the last draft took from vLLM's prefix cache (diagnostics)
+        self.prefix_cache_retries = 0  # drafts recomputed because a cache hit had no captured keys
+        self.layouts: dict[int, LayerLayout] = llm.collective_rpc("capture_layout")[0] if capture_heads else {}
+        self.key_heads = key_heads_by_layer(self.layouts)
+
+    @classmethod
+    def load(cls, spec: str, *, dtype: str = "float32", device: str = "cpu",
+             capture_heads: Sequence[tuple[int, int]] | None = None, max_model_len: int = 2048,
+             enforce_eager: bool = True, enable_prefix_caching: bool = False, **engine_args) -> "VLLMCausalLM":
+        """Build the engine for `spec` (resolved like every backend: 'embedded', a .gguf, a directory, an HF id).
+
+        `capture_heads` are installed before vLLM profiles or compiles the model; sessions may use any subset.
+        `device` is decided by the vLLM build (its platform). The capture buffers hold `max_model_len` positions.
+        The engine core runs in this process (captured rows are read without serialisation, and no spawn guard is
+        needed). On CPU the KV cache gets VLLM_CPU_KVCACHE_SPACE GiB (default here: 1), instead of vLLM's 92% of
+        the machine's memory.
+        """
+        if dtype not in DTYPES:
+            raise ValueError(f"the vLLM backend runs {', '.join(DTYPES)} models, not {dtype!r}")
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        from vllm import LLM
+
+        path = resolve_model(spec)
+        tokenizer = load_tokenizer(spec, path)
+        additional = {}
+        if capture_heads:
+            additional[CONFIG_KEY] = {"heads": [list(h) for h in capture_heads], "capacity": max_model_len}
+        llm = LLM(str(path), tokenizer=str(path), dtype=dtype, max_model_len=max_model_len,
+                  enforce_eager=enforce_eager, enable_prefix_caching=enable_prefix_caching, worker_cls=WORKER,
+                  additional_config=additional, seed=0, **engine_args)
+        return cls(llm, tokenizer, capture_heads, _stop_ids(path, tokenizer))
+
+    def close(self) -> None:
+        """Stop the engine and free its KV cache (an engine otherwise lives as long as the process)."""
+        self.llm.llm_engine.engine_core.shutdown()
+        del self.llm
+        gc.collect()
+
+    def session(self, heads: Sequence[tuple[int, int]] | None = None) -> "VLLMDecodeSession":
+        return VLLMDecodeSession(self, heads)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    def generate(self, prompt_ids: list[int], max_tokens: int, heads: tuple[tuple[int, int], ...] | None
+                 ) -> tuple[list[int], CapturedRows | None]:
+        """Greedy tokens (stop token included when one ends the text) and, with heads, a copy of the rows
+        captured for every position fed to the model."""
+        with self._lock:
+            tokens = self._generate(prompt_ids, max_tokens)
+            fed = prompt_ids + tokens[:-1]  # the last sampled token is never fed back
+            self._captured_ids = fed
+            if not heads:
+                return tokens, None
+            rows = self.llm.collective_rpc("read_captured_rows", args=(len(fed),))[0]
+        return tokens, CapturedRows(heads, {l: self.layouts[l] for l, _ in heads}, rows["queries"], rows["keys"],
+                                    self.key_heads)
+
+    def _generate(self, prompt_ids: list[int], max_tokens: int) -> list[int]:
+        from vllm import SamplingParams, TokensPrompt
+
+        def run(skip_prefix_cache: bool):
+            params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop_token_ids=sorted(self.stop_token_ids),
+                                    detokenize=False, skip_reading_prefix_cache=skip_prefix_cache)
+            return self.llm.generate([TokensPrompt(prompt_token_ids=prompt_ids)], params, use_tqdm=False)[0]
+
+        output = run(skip_prefix_cache=False)
+        if self.capture_heads and (output.num_cached_tokens or 0) > common_prefix_length(self._captured_ids,
+                                                                                          prompt_ids):
+            # The engine reused cached KV for positions whose keys this engine's buffers do not hold (another
+            # stream's prefix): recompute this prompt without reading the prefix cache, so every key is captured.
+            self.prefix_cache_retries += 1
+            output = run(skip_prefix_cache=True)
+        self.last_cached_tokens = output.num_cached_tokens or 0
+        return list(output.outputs[0].token_ids)
+
+
+class VLLMDecodeSession:
+    """One stream's view of the engine. Stateless between drafts: vLLM's prefix cache (if enabled) is the
+    engine's, and every draft carries its own captured rows."""
+
+    def __init__(self, lm: VLLMCausalLM, heads: Sequence[tuple[int, int]] | None = None):
+        self.lm = lm
+        self.heads = tuple((int(l), int(h)) for l, h in heads) if heads else None
+        missing = set(self.heads or ()) - lm.capture_heads
+        if missing:
+            raise ValueError(f"heads {sorted(missing)} are not captured by this vLLM engine (it captures "
+                             f"{sorted(lm.capture_heads)}); build it with capture_heads covering the head set")
+
+    def reset(self) -> None:
+        pass
+
+    def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True,
+              stop: Callable[[Draft], bool] | None = None) -> Draft:
+        """Greedy continuation with the transformers backend's semantics (see `backends.hf.lm.DecodeSession`).
+
+        With capture, one token more than the budget is sampled so that the last kept token is fed back and its
+        query row exists; `stop(draft)` is applied to the growing draft afterwards, giving the same draft the
+        transformers backend stops at (the decisions depend on earlier rows only).
+        """
+        if not prompt_ids:
+            raise ValueError("empty prompt")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if capture and self.heads is None:
+            raise ValueError("capture requested but the session was opened without heads")
+        prompt_ids = list(prompt_ids)
+        tokens, rows = self.lm.generate(prompt_ids, max_new_tokens + (1 if capture else 0),
+                                        self.heads if capture else None)
+        draft = Draft(prompt_length=len(prompt_ids), recorder=rows)
+        for token in tokens[:max_new_tokens]:
+            if token in self.lm.stop_token_ids:
+                draft.finished = True
+                break
+            draft.tokens.append(token)
+            if stop is not None and stop(draft):
+                break
+        return draft
+
+
+def _stop_ids(path: Path, tokenizer) -> set[int]:
+    from transformers import AutoConfig, GenerationConfig
+
+    config = AutoConfig.from_pretrained(path)
+    try:
+        generation = GenerationConfig.from_pretrained(path)
+    except OSError:
+        generation = None
+    return stop_token_ids(SimpleNamespace(config=config, generation_config=generation), tokenizer)
