@@ -10,7 +10,7 @@ import torch
 from agents.harness.config import ConfigError, build_config
 from backends.finetune_gpe.checkpoint import apply_checkpoint
 from backends.finetune_gpe.config import FinetuneConfig
-from backends.finetune_gpe.data import ParallelCorpus
+from backends.finetune.data import ParallelCorpus
 from backends.finetune_gpe.train import finetune
 from backends.models import load_causal_lm
 from backends.streaming_masks.hf_inputs import collate_streaming

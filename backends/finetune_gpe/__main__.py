@@ -1,26 +1,17 @@
 """`python -m backends.finetune_gpe --source-file ... --target-file ... [--config FILE] [knobs]`."""
 from __future__ import annotations
 
-import argparse
 import sys
 
-from agents.harness.config import ConfigError, add_config_args, config_from_namespace
+from backends.finetune.cli import run_cli
 from backends.finetune_gpe.config import FinetuneConfig
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m backends.finetune_gpe",
-                                     description="Fine-tune an LLM for group-position-encoding wait-k translation.")
-    add_config_args(parser, FinetuneConfig)
-    args = parser.parse_args(argv)
-    try:
-        config = config_from_namespace(FinetuneConfig, args)
-    except ConfigError as error:
-        parser.error(str(error))
     from backends.finetune_gpe.train import finetune
 
-    finetune(config, log=lambda message: print(message, flush=True))
-    return 0
+    return run_cli(argv, "python -m backends.finetune_gpe",
+                   "Fine-tune an LLM for group-position-encoding wait-k translation.", FinetuneConfig, finetune)
 
 
 if __name__ == "__main__":

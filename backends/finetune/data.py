@@ -1,4 +1,5 @@
-"""A parallel corpus as two line-aligned text files, split into disjoint training and held-out lines."""
+"""A parallel corpus as two line-aligned text files, split into disjoint training and held-out lines (every
+fine-tuning command reads its training data this way)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
