@@ -28,10 +28,10 @@ class StreamingRecognizer:
     """One stream at a time; `reset()` starts the next one. Weights are shared read-only."""
 
     def __init__(self, model: StarModel, eos_id: int, bos_id: int, wait_k: int = 3, max_tokens: int = 256,
-                 threshold: float = 1.0):
+                 threshold: float = 1.0, pad_id: int = 0):
         if wait_k < 0:
             raise ValueError(f"wait_k must be >= 0 (0 decodes after the whole stream), got {wait_k}")
-        self.model, self.eos_id, self.bos_id = model, eos_id, bos_id
+        self.model, self.eos_id, self.bos_id, self.pad_id = model, eos_id, bos_id, pad_id
         self.wait_k, self.max_tokens, self.threshold = wait_k, max_tokens, threshold
         self.reset()
 
@@ -148,6 +148,7 @@ class StreamingRecognizer:
                 visible, delay = needed, self.anchor_times_ms[needed - 1]
             previous = self.tokens[-1].id if self.tokens else self.bos_id
             logits = self.model.decoder.step(self.decoder, previous, visible)
+            logits[[self.bos_id, self.pad_id]] = float("-inf")  # never written
             token = Token(int(logits.argmax()), delay)
             self.tokens.append(token)
             new.append(token)
