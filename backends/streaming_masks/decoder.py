@@ -12,7 +12,8 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from backends.streaming_masks.hf_inputs import additive_mask
-from backends.streaming_masks.segments import SegmentationError, StreamingTemplate
+from backends.streaming_masks.segments import StreamingTemplate
+from backends.streaming_masks.word_decoder import WordDecoder
 
 # Whitespace as the pieces spell it: a space, tab or newline; byte-level BPE's "Ġ" (space), "Ċ" (newline) and "ĉ"
 # (tab); SentencePiece's "▁" and its byte-fallback pieces.
@@ -62,80 +63,24 @@ class StreamingLM:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-class GroupPositionDecoder:
-    """One segment's streaming state. Call `read_word` / `read_end` and `write_word` in schedule order.
-
-    Rows are computed when the token they predict is generated (the visibility of `visibility_matrix` with
-    alignment "predicted"): a word ends when the greedy next token starts a new word or stops; if source is read
-    before the next word, the KV of the finished word's last token is dropped (`crop(-1)`) and re-fed afterwards at
-    the same position, so the first token of the next word is predicted with the new source in view.
-    """
+class GroupPositionDecoder(WordDecoder):
+    """GPE: one KV cache in arrival order; source tokens at positions 0.., target tokens at phi + t; a source row sees
+    cached source only, a target row everything cached (the visibility of `visibility_matrix`)."""
 
     def __init__(self, lm: StreamingLM, phi: int = 0, max_word_tokens: int = 32, record_logits: bool = False):
         if not isinstance(phi, int) or phi < 0:
             raise ValueError(f"phi must be an integer >= 0, got {phi!r}")
-        self.lm = lm
         self.phi = phi
-        self.max_word_tokens = max_word_tokens
-        self.record_logits = record_logits
-        self.forward_calls = 0  # model calls over the decoder's life (kept across reset: benchmarks read it)
-        self.reset()
+        super().__init__(lm, max_word_tokens, record_logits)
 
-    def reset(self) -> None:
+    def _reset_cache(self) -> None:
         self.cache = DynamicCache()  # no config: every layer keeps all entries (see docs/waitk_gpe.md, sliding window)
         self.cache_is_source: list[bool] = []
-        self.source_words: list[str] = []
-        self.source_ids: list[int] = []
-        self.source_unit: list[int] = []  # per source token: 0 prompt, 1..n words, n + 1 end
         self.pending_source = 0  # read source tokens (the last ones of source_ids) not yet in the cache
-        self.end_read = False
-        self.target_ids: list[int] = []  # target tokens whose KV is cached (header, then words)
-        self.target_word: list[int] = []  # per cached target token: 0 header, 1.. words
-        self.unfed: int | None = None  # last token of the previous word, cropped before a read
-        self.lookahead: int | None = None  # greedy next token from the newest cached target row
-        self.words_written = 0
-        self.units_at_write: list[int] = []  # source units read when each target word was written
-        self.finished = False
-        self.row_logits: dict[tuple[str, int], torch.Tensor] = {}
-        self._append_source(self.lm.encode(self.lm.template.source_prefix), unit=0)
 
-    # ----- reads ---------------------------------------------------------------------------------------------
-    @property
-    def units_read(self) -> int:
-        """Source units read so far (words, plus 1 once the end marker is read)."""
-        return len(self.source_words) + int(self.end_read)
-
-    def read_word(self, word: str) -> None:
-        if self.end_read:
-            raise RuntimeError("the source has ended: reset() before reading a new segment")
-        if not word or any(c.isspace() for c in word):
-            raise ValueError(f"a source word must be non-empty and contain no whitespace, got {word!r}")
-        self.source_words.append(word)
-        self._read_text(self._source_text(), unit=len(self.source_words))
-
-    def read_end(self) -> None:
-        if not self.source_words:
-            raise RuntimeError("read_end() before any source word: an empty segment has no translation")
-        if not self.end_read:
-            self.end_read = True
-            self._read_text(self._source_text() + self.lm.template.source_suffix, unit=len(self.source_words) + 1)
-
-    def _source_text(self) -> str:
-        return self.lm.template.source_prefix + " ".join(self.source_words)
-
-    def _read_text(self, text: str, unit: int) -> None:
-        """Tokenize the whole source block so far and append the tokens beyond the cached ones (the training
-        segmentation tokenizes it in one piece too); the cached tokens must be a prefix of the new tokenization."""
-        ids = self.lm.encode(text)
-        if ids[: len(self.source_ids)] != self.source_ids:
-            raise SegmentationError(
-                f"the tokenizer re-merged already read source tokens when {text[-40:]!r} arrived; streaming needs a "
-                f"tokenizer whose merges stop at spaces (byte-level BPE or SentencePiece with whitespace split)")
-        new_ids = ids[len(self.source_ids):]
-        if self.lookahead is not None and self.target_ids:  # a finished word's last token waits for this read
-            self._drop_last_target()
-        self.lookahead = None
-        self._append_source(new_ids, unit)
+    def _source_text(self, end: bool) -> str:
+        text = self.lm.template.source_prefix + " ".join(self.source_words)
+        return text + self.lm.template.source_suffix if end else text
 
     def _drop_last_target(self) -> None:
         self.cache.crop(-1)
@@ -148,38 +93,6 @@ class GroupPositionDecoder:
         self.source_ids.extend(ids)
         self.source_unit.extend([unit] * len(ids))
         self.pending_source += len(ids)
-
-    # ----- writes --------------------------------------------------------------------------------------------
-    @torch.inference_mode()
-    def write_word(self) -> str | None:
-        """Generate the next target word with the source read so far; None once the target is finished."""
-        if self.finished:
-            return None
-        if not self.target_ids and self.unfed is None:
-            logits = self._append_target(self.lm.encode(self.lm.template.target_prefix), word=0)
-            first = int(torch.argmax(logits[-1]))  # the first word follows the header: any token may start it
-        elif self.unfed is not None:
-            token, self.unfed = self.unfed, None
-            logits = self._append_target([token], word=self.words_written)
-            first = int(torch.argmax(logits[-1].masked_fill(~self.lm.word_or_stop, float("-inf"))))
-        else:
-            first = self.lookahead
-        self.lookahead = None
-        if first in self.lm.stop_token_ids:
-            self.finished = True
-            return None
-        word = [first]
-        while True:
-            logits = self._append_target([word[-1]], word=self.words_written + 1)
-            following = int(torch.argmax(logits[-1]))
-            if (following in self.lm.stop_token_ids or bool(self.lm.word_start[following])
-                    or len(word) >= self.max_word_tokens):
-                self.lookahead = following
-                break
-            word.append(following)
-        self.words_written += 1
-        self.units_at_write.append(self.units_read)
-        return self.lm.tokenizer.decode(word, skip_special_tokens=True).strip()
 
     def _append_target(self, ids: Sequence[int], word: int) -> torch.Tensor:
         """Feed the pending source tokens (positions S..) and then `ids` (positions phi + t..) in one forward;
@@ -222,20 +135,15 @@ class GroupPositionDecoder:
         self.cache_is_source.extend([True] * source_count + [False] * (queries - source_count))
         return output.logits[0].float()
 
-    def _record(self, kind: str, start: int, logits: torch.Tensor) -> None:
-        if self.record_logits:
-            for offset in range(logits.shape[0]):
-                self.row_logits[(kind, start + offset)] = logits[offset].cpu()
-
 
 class ReencodingDecoder(GroupPositionDecoder):
     """Batch-streaming baseline: after every read, the next write recomputes [prompt ‖ source so far ‖ header ‖
     target so far] from scratch with contiguous positions and a causal mask, so every target token sees all the
     source read so far. Same word rule and greedy choices as `GroupPositionDecoder`."""
 
-    def reset(self) -> None:
+    def _reset_cache(self) -> None:
         self.stale = False
-        super().reset()
+        super()._reset_cache()
 
     def _append_source(self, ids, unit):
         if ids:
