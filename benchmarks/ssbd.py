@@ -18,7 +18,7 @@ from agents.core import SourceWord
 from agents.datasets import evenly_spaced, load_mcif, mcif_split, shared_data_dir
 from agents.systems.ssbd import SSBDTranslator, load_ssbd_model
 from agents.systems.ssbd_config import SSBDConfig
-from policies.ssbd import SSBDStats
+from policies.ssbd import SSBDStats, predicted_speedup, verification_cost_for
 
 BETAS = (0.0, 0.1, 0.2, 0.3)
 
@@ -94,8 +94,8 @@ def print_cost_model(rows: list[dict], target: float = 1.5) -> None:
             continue
         ratio = s.verification_cpu_seconds / s.draft_tokens / decode_cost
         draft_share, accepted_share = s.draft_tokens / s.output_tokens, s.accepted_tokens / s.output_tokens
-        predicted = 1.0 / (ratio * draft_share + 1.0 - accepted_share)
-        needed = (1.0 / target - (1.0 - accepted_share)) / draft_share
+        predicted = predicted_speedup(ratio, draft_share, accepted_share)
+        needed = verification_cost_for(target, draft_share, accepted_share)
         print(f"| {row['system']} | {ratio:.2f} | {draft_share:.2f} | {accepted_share:.2f} | {predicted:.2f} "
               f"| {row['speedup']:.2f} | {needed:.2f} |")
 

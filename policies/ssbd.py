@@ -156,3 +156,15 @@ class SSBDStats:
         """Output tokens per second including the prompt prefill of every update."""
         total = self.generation_seconds + self.prompt_seconds
         return self.output_tokens / total if total else 0.0
+
+
+def predicted_speedup(verification_cost: float, draft_share: float, accepted_share: float) -> float:
+    """SSBD's generation speedup over re-translation from its costs: per output token, re-translation decodes one
+    token; SSBD verifies `draft_share` = D/O draft tokens at `verification_cost` = r decodes each and decodes the
+    rest, 1 - A/O. Speedup = 1 / (r * D/O + 1 - A/O)."""
+    return 1.0 / (verification_cost * draft_share + 1.0 - accepted_share)
+
+
+def verification_cost_for(speedup: float, draft_share: float, accepted_share: float) -> float:
+    """The verification cost r (in decodes per draft token) at which `predicted_speedup` reaches `speedup`."""
+    return (1.0 / speedup - (1.0 - accepted_share)) / draft_share

@@ -10,7 +10,9 @@ from policies.ssbd import (
     biased_distribution,
     displayed_units,
     draft_token_survives,
+    predicted_speedup,
     revision,
+    verification_cost_for,
 )
 
 
@@ -97,3 +99,12 @@ def test_stats_ratios_follow_the_paper_definitions():
     total.merge(stats)
     total.merge(stats)
     assert total.accepted_tokens == 6 and total.acceptance_over_draft == pytest.approx(75.0)
+
+
+def test_cost_model_of_the_speedup():
+    # Counting decodes by hand: 10 output tokens, 8 draft tokens verified at 0.5 decode each, 6 accepted, 4 decoded.
+    assert predicted_speedup(0.5, 8 / 10, 6 / 10) == pytest.approx(10 / (8 * 0.5 + 4))
+    assert predicted_speedup(0.0, 0.8, 0.6) == pytest.approx(1 / 0.4)  # free verification: only decoding counts
+    assert predicted_speedup(1.0, 0.0, 0.0) == 1.0  # no draft: re-translation
+    r = verification_cost_for(1.5, 0.81, 0.59)
+    assert predicted_speedup(r, 0.81, 0.59) == pytest.approx(1.5)
