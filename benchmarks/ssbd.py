@@ -97,7 +97,7 @@ def print_cost_model(rows: list[dict], target: float = 1.5) -> None:
         predicted = predicted_speedup(ratio, draft_share, accepted_share)
         needed = verification_cost_for(target, draft_share, accepted_share)
         print(f"| {row['system']} | {ratio:.2f} | {draft_share:.2f} | {accepted_share:.2f} | {predicted:.2f} "
-              f"| {row['speedup']:.2f} | {needed:.2f} |")
+              f"| {row['speedup']:.2f} | {f'{needed:.2f}' if needed > 0 else 'unreachable'} |")
 
 
 def main() -> None:
