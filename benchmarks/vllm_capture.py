@@ -1,0 +1,65 @@
+"""Draft tokens/s on vLLM with and without run-time q/k capture, side by side in one run: a plain engine, and an
+engine capturing the AlignAtt heads whose drafts are also replayed and scanned by the policy (paper §4.5).
+
+    .venv-vllm/bin/python benchmarks/vllm_capture.py [--model embedded] [--prompts 12] [--max-new-tokens 16]
+                                                      [--compile]
+
+Target (issue 4): capture path at most 10% slower than plain drafting (capture / plain tokens/s >= 0.90).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from alignatt_capture import prompts  # benchmarks/alignatt_capture.py: the same prompts as the transformers run
+
+from agents.systems.config import AlignAttConfig
+from agents.systems.llm import resolve_heads
+from backends.hf.prompt import PromptBuilder
+from backends.vllm.lm import VLLMCausalLM
+from policies.alignatt import AlignAttParams, scan_draft
+
+
+def time_draft(lm: VLLMCausalLM, prompt, heads, budget: int, params: AlignAttParams | None):
+    """Seconds and tokens for one draft; with heads, including the copy of the rows, replay and the policy scan."""
+    start = time.perf_counter()
+    draft = lm.session(heads).draft(prompt.token_ids, budget, capture=heads is not None)
+    if heads is not None and draft.tokens:
+        rows = draft.source_attention(prompt.source_positions).numpy()
+        scan_draft(rows, prompt.source_token_word, prompt.word_count, params)
+    return time.perf_counter() - start, len(draft.tokens)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--prompts", type=int, default=12)
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--context-sentences", type=int, default=0)
+    parser.add_argument("--compile", action="store_true", help="let vLLM compile the model (default: eager)")
+    args = parser.parse_args()
+    heads = resolve_heads(AlignAttConfig(model=args.model)).heads
+    engine = dict(max_model_len=2048, enforce_eager=not args.compile)
+    plain = VLLMCausalLM.load(args.model, **engine)
+    capturing = VLLMCausalLM.load(args.model, capture_heads=heads, **engine)
+    built = prompts(PromptBuilder(plain.tokenizer, "en", "de"), args.prompts, args.context_sentences)
+    params = AlignAttParams(border=-2)
+    for lm, selected in ((plain, None), (capturing, heads)):  # warm-up
+        time_draft(lm, built[0], selected, 4, params)
+    results = {"plain": [], "capture": []}
+    for prompt in built:  # interleaved, so drift in machine load hits both alike
+        results["plain"].append(time_draft(plain, prompt, None, args.max_new_tokens, params))
+        results["capture"].append(time_draft(capturing, prompt, heads, args.max_new_tokens, params))
+    tokens_per_s = {name: sum(n for _, n in rows) / sum(t for t, _ in rows) for name, rows in results.items()}
+    mean_prompt = statistics.mean(len(p.token_ids) for p in built)
+    print(f"model={args.model} prompts={len(built)} mean prompt tokens={mean_prompt:.0f} heads={len(heads)} "
+          f"max_new_tokens={args.max_new_tokens} mode={'compiled' if args.compile else 'eager'}")
+    print(f"  {'plain':8s} {tokens_per_s['plain']:8.1f} draft tokens/s")
+    print(f"  {'capture':8s} {tokens_per_s['capture']:8.1f} draft tokens/s (capture + row copy + replay + scan)")
+    ratio = tokens_per_s["capture"] / tokens_per_s["plain"]
+    print(f"  capture / plain tokens/s = {ratio:.3f}  (overhead {100 * (1 - ratio):.1f}%; target <= 10%)")
+
+
+if __name__ == "__main__":
+    main()

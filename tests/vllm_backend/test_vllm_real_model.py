@@ -1,0 +1,86 @@
+"""The embedded real model (Qwen2.5-Coder-0.5B-Instruct from the PyPI GGUF, Qwen2 attention) on vLLM with its
+calibrated en-de heads: capture changes no greedy output (10 prompts), replay matches eager attention, and the same AlignAtt
+translator code decides the same on the vLLM and transformers backends for 20 prompts."""
+import pytest
+
+pytest.importorskip("vllm", reason="vLLM is not installed here; these tests run in .venv-vllm (make vllm-env)")
+
+from agents.core import SourceWord  # noqa: E402
+from agents.systems.config import AlignAttConfig  # noqa: E402
+from agents.systems.llm import AlignAttTranslator, resolve_heads  # noqa: E402
+from backends.hf.lm import CausalLM  # noqa: E402
+from backends.hf.prompt import PromptBuilder  # noqa: E402
+from backends.hf.reference import eager_source_attention  # noqa: E402
+from backends.vllm.lm import VLLMCausalLM  # noqa: E402
+
+pytestmark = pytest.mark.real_model
+
+SENTENCES = [
+    "What is simultaneous speech translation and why does it matter for international conferences?",
+    "The committee approved the new budget for schools and hospitals after a long debate last week.",
+    "We evaluate our model on three language pairs and report both translation quality and latency.",
+    "In this talk I will briefly introduce our work on attention heads in large language models.",
+    "The results show that a small set of heads tracks word alignments across many languages.",
+    "Our method needs no additional training and works with any decoder-only model off the shelf.",
+    "The weather in the mountains changed quickly, so the hikers returned to the village early.",
+    "Many students prefer to read books on paper rather than on a screen.",
+    "The city council will open a new public library next to the train station in spring.",
+    "Researchers found that regular exercise improves sleep quality in older adults.",
+]
+# Two partial sources per sentence (half and all but the last word): 20 policy steps.
+SOURCES = [words[:cut] for words in (s.split() for s in SENTENCES) for cut in (len(words) // 2, len(words) - 1)]
+
+
+@pytest.fixture(scope="module")
+def backends_pair(embedded_model_path):
+    config = AlignAttConfig(model="embedded", border=-2)
+    heads = resolve_heads(config)
+    plain = VLLMCausalLM.load("embedded", max_model_len=1024)
+    builder = PromptBuilder(plain.tokenizer, "en", "de")
+    without_observer = [plain.session(None).draft(builder.build(w, "").token_ids, 16, capture=False).tokens
+                        for w in SOURCES[::2]]
+    plain.close()
+    vllm_lm = VLLMCausalLM.load("embedded", max_model_len=1024, capture_heads=heads.heads)
+    yield config, heads, CausalLM.load("embedded"), vllm_lm, without_observer
+    vllm_lm.close()
+
+
+def test_capture_changes_no_greedy_output(backends_pair):
+    _, _, _, vllm_lm, without_observer = backends_pair
+    builder = PromptBuilder(vllm_lm.tokenizer, "en", "de")
+    with_observer = [vllm_lm.session(None).draft(builder.build(w, "").token_ids, 16, capture=False).tokens
+                     for w in SOURCES[::2]]
+    assert with_observer == without_observer
+
+
+def test_replay_matches_eager_attention_of_the_real_model(backends_pair):
+    _, heads, hf_lm, vllm_lm, _ = backends_pair
+    builder = PromptBuilder(vllm_lm.tokenizer, "en", "de")
+    for words in SOURCES[:4]:
+        prompt = builder.build(words, "")
+        draft = vllm_lm.session(heads.heads).draft(prompt.token_ids, 12)
+        replayed = draft.source_attention(prompt.source_positions)
+        reference = eager_source_attention(hf_lm.model, prompt.token_ids + draft.tokens, heads.heads,
+                                           list(draft.positions), prompt.source_positions)
+        assert (replayed - reference).abs().max().item() < 1e-4
+
+
+def test_alignatt_decisions_identical_to_the_transformers_backend_on_20_prompts(backends_pair):
+    config, heads, hf_lm, vllm_lm, _ = backends_pair
+    on_hf, on_vllm = AlignAttTranslator(hf_lm, config, heads), AlignAttTranslator(vllm_lm, config, heads)
+    accepted_somewhere = rejected_somewhere = 0
+    for words in SOURCES:
+        source = [SourceWord(w, float(i)) for i, w in enumerate(words)]
+        emissions = []
+        for translator in (on_hf, on_vllm):
+            translator.reset()
+            emissions.append(translator.revise(source))
+        hf_step, vllm_step = on_hf.steps[-1], on_vllm.steps[-1]
+        assert vllm_step.draft.tokens == hf_step.draft.tokens
+        assert vllm_step.scan.accepted_tokens == hf_step.scan.accepted_tokens
+        assert [d.source_word for d in vllm_step.scan.decisions] == [d.source_word for d in hf_step.scan.decisions]
+        assert [d.failure for d in vllm_step.scan.decisions] == [d.failure for d in hf_step.scan.decisions]
+        assert emissions[0] == emissions[1]
+        accepted_somewhere += hf_step.scan.accepted_tokens > 0
+        rejected_somewhere += hf_step.scan.accepted_tokens < len(hf_step.draft.tokens)
+    assert accepted_somewhere > 0 and rejected_somewhere > 0, "the prompts exercise both acceptance and rejection"
