@@ -10,16 +10,13 @@ from simuleval.data.segments import TextSegment
 from agents.harness.config import ConfigError, config_from_namespace
 from agents.harness.simuleval import run_simuleval_cli
 from fake_agents import FakeConfig, FakeUppercaseTextAgent
+from harness_runs import simuleval_text_run
 
 pytestmark = pytest.mark.harness
 
 
 def run_simuleval(tmp_path, sources, targets, *extra):
-    (tmp_path / "src.txt").write_text("\n".join(sources) + "\n")
-    (tmp_path / "tgt.txt").write_text("\n".join(targets) + "\n")
-    return run_simuleval_cli(["--agent-class", "fake_agents.FakeUppercaseTextAgent", "--source", str(tmp_path / "src.txt"),
-                              "--target", str(tmp_path / "tgt.txt"), "--output", str(tmp_path / "out"),
-                              "--no-progress-bar", *extra])
+    return simuleval_text_run(tmp_path, "fake_agents.FakeUppercaseTextAgent", sources, targets, *extra)
 
 
 def test_real_simuleval_cli_runs_the_protocol(tmp_path):

@@ -8,23 +8,18 @@ import pytest
 
 from agents.core import SourceWord
 from agents.harness.config import ConfigError, build_config
-from agents.harness.simuleval import run_simuleval_cli
 from agents.systems.simulmask import SimulMaskTranslator
 from agents.systems.simulmask_config import SimulMaskConfig
+from harness_runs import simuleval_text_run
 
 SOURCES = ["The cat sat on the mat .", "I would like a cup of coffee .", "Where is the train station ?"]
 TARGETS = ["Die Katze saß auf der Matte .", "Ich hätte gern eine Tasse Kaffee .", "Wo ist der Bahnhof ?"]
 
 
 def run_cli(tmp_path: Path, model: str, k: int, *extra: str) -> tuple[list[dict], str]:
-    (tmp_path / "src.txt").write_text("\n".join(SOURCES) + "\n")
-    (tmp_path / "tgt.txt").write_text("\n".join(TARGETS) + "\n")
-    out = tmp_path / "out"
-    instances = run_simuleval_cli([
-        "--agent-class", "agents.simulmask.TextAgent", "--source", str(tmp_path / "src.txt"),
-        "--target", str(tmp_path / "tgt.txt"), "--output", str(out), "--no-progress-bar",
-        "--model", model, "--source-lang", "en", "--target-lang", "de", "--k", str(k), *extra])
-    return instances, (out / "scores.tsv").read_text()
+    instances = simuleval_text_run(tmp_path, "agents.simulmask.TextAgent", SOURCES, TARGETS, "--model", model, "--source-lang", "en",
+                                   "--target-lang", "de", "--k", str(k), *extra)
+    return instances, (tmp_path / "out" / "scores.tsv").read_text()
 
 
 @pytest.mark.harness

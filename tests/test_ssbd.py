@@ -219,16 +219,13 @@ def test_emission_then_chains_a_revision_into_the_previous_emission():
 def test_simuleval_text_agent_writes_the_final_retranslation(tmp_path, tiny_checkpoint):
     """The real SimulEval CLI with `agents.ssbd.TextAgent` (tiny random qwen2 on transformers): the prediction is the
     final re-translation of the whole source, written once the source is complete."""
-    from agents.harness.simuleval import run_simuleval_cli
+    from harness_runs import simuleval_text_run
 
     model = str(tiny_checkpoint("qwen2"))
     sources = [" ".join(SENTENCE[:7]), " ".join(SENTENCE[7:11])]
-    (tmp_path / "src.txt").write_text("\n".join(sources) + "\n")
-    (tmp_path / "tgt.txt").write_text("a\nb\n")
-    instances = run_simuleval_cli([
-        "--agent-class", "agents.ssbd.TextAgent", "--source", str(tmp_path / "src.txt"), "--target",
-        str(tmp_path / "tgt.txt"), "--output", str(tmp_path / "out"), "--no-progress-bar", "--backend",
-        "transformers", "--model", model, "--max-new-tokens", "8", "--final-max-new-tokens", "10"])
+    instances = simuleval_text_run(tmp_path, "agents.ssbd.TextAgent", sources, ["a", "b"], "--backend",
+                                   "transformers", "--model", model, "--max-new-tokens", "8",
+                                   "--final-max-new-tokens", "10")
     translator = SSBDTranslator(TransformersSSBDModel(CausalLM.load(model)), SSBDConfig(
         backend="transformers", model=model, max_new_tokens=8, final_max_new_tokens=10))
     for source, instance in zip(sources, instances):
