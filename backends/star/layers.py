@@ -46,20 +46,34 @@ class CausalConv1d(nn.Conv1d):
 
 @dataclass
 class KVCache:
-    """Keys and values [batch, heads, time, head_dim] seen so far by one attention layer."""
+    """Keys and values [batch, heads, time, head_dim] seen so far by one attention layer, in buffers that grow by
+    half their size when full (appending a frame does not copy the whole history)."""
 
-    keys: torch.Tensor | None = None
-    values: torch.Tensor | None = None
+    keys_buffer: torch.Tensor | None = None
+    values_buffer: torch.Tensor | None = None
+    length: int = 0
 
     def extend(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.keys is not None:
-            keys, values = torch.cat([self.keys, keys], dim=2), torch.cat([self.values, values], dim=2)
-        self.keys, self.values = keys, values
-        return keys, values
+        needed = self.length + keys.shape[2]
+        if self.keys_buffer is None or needed > self.keys_buffer.shape[2]:
+            capacity = max(needed, self.length * 3 // 2 + 16)
+            grown = [tensor.new_empty(*tensor.shape[:2], capacity, tensor.shape[3]) for tensor in (keys, values)]
+            if self.keys_buffer is not None:
+                grown[0][:, :, :self.length] = self.keys_buffer[:, :, :self.length]
+                grown[1][:, :, :self.length] = self.values_buffer[:, :, :self.length]
+            self.keys_buffer, self.values_buffer = grown
+        self.keys_buffer[:, :, self.length:needed] = keys
+        self.values_buffer[:, :, self.length:needed] = values
+        self.length = needed
+        return self.keys, self.values
 
     @property
-    def length(self) -> int:
-        return 0 if self.keys is None else self.keys.shape[2]
+    def keys(self) -> torch.Tensor | None:
+        return None if self.keys_buffer is None else self.keys_buffer[:, :, :self.length]
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return None if self.values_buffer is None else self.values_buffer[:, :, :self.length]
 
 
 class Attention(nn.Module):

@@ -105,19 +105,21 @@ class StreamingRecognizer:
             for offset, alpha in enumerate(alphas):
                 self._integrate(semantic[offset], alpha, first + offset)
             return
-        for offset, alpha in enumerate(alphas):
-            fires = len(self.fire.push(alpha)[0])
-            run, types = ([self.held[0]], [0]) if self.held is not None else ([], [])
-            self.held = None
-            if fires:
-                anchor, score = self._semantic(run + [states[offset]], types + [1])[-1:], logits[offset:offset + 1]
+        fires = [len(self.fire.push(alpha)[0]) for alpha in alphas]
+        run = ([self.held[0]] if self.held is not None else []) + list(states)
+        types = ([0] if self.held is not None else []) + [int(count > 0) for count in fires]
+        shift = len(run) - len(states)  # 1 when the frame held back from the last chunk leads
+        self.held = None
+        if not fires[-1]:  # its type is final only when the next frame arrives or the stream ends
+            self.held = (run.pop(), logits[-1:])
+            types.pop()
+        out = self._semantic(run, types) if run else None
+        for offset, count in enumerate(fires):
+            if count:
+                anchor, score = out[shift + offset:shift + offset + 1], logits[offset:offset + 1]
                 self.last_anchor = (anchor, score)
-                for _ in range(fires):
+                for _ in range(count):
                     self._add_anchors(anchor, frame_end_ms(first + offset), score)
-            else:
-                if run:
-                    self._semantic(run, types)
-                self.held = (states[offset], logits[offset:offset + 1])
 
     def _integrate(self, state: torch.Tensor, alpha: float, frame: int) -> None:
         completed, left = self.fire.push(alpha)
