@@ -25,7 +25,7 @@ class StarTrainConfig:
     length_penalty: float = knob(0.01, "gamma: weight of (target length - sum of segmenter scores)^2")
     segmenter_steps: int = knob(0, "train the segmenter only for the first N steps, then freeze it (0: always)")
     batch_size: int = knob(16, "utterances per step")
-    learning_rate: float = knob(1e-3, "peak AdamW learning rate (linear warmup, then linear decay to 10%)")
+    learning_rate: float = knob(1e-3, "peak AdamW learning rate (linear warmup, then linear decay to a tenth)")
     warmup_steps: int = knob(300, "linear warmup steps")
     max_steps: int = knob(4000, "optimizer steps")
     max_minutes: float = knob(0.0, "stop (and save) after this many minutes (0: no limit)")

@@ -2,7 +2,6 @@
 baseline from scratch (AdamW, warmup + linear decay, gradient clipping) and save a checkpoint directory."""
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -11,7 +10,6 @@ from pathlib import Path
 
 import torch
 
-from agents.harness.config import ConfigError, add_config_args, config_from_namespace
 from backends.star.checkpoint import save_star
 from backends.star.config import StarTrainConfig
 from backends.star.data import collate, length_batches, load_utterances, read_tsv
@@ -94,15 +92,9 @@ def train(config: StarTrainConfig, log=print) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m backends.star.train", description=__doc__.split(":")[1].strip())
-    add_config_args(parser, StarTrainConfig)
-    args = parser.parse_args(argv)
-    try:
-        config = config_from_namespace(StarTrainConfig, args)
-    except ConfigError as error:
-        parser.error(str(error))
-    train(config, log=lambda message: print(message, flush=True))
-    return 0
+    from backends.finetune.cli import run_cli
+
+    return run_cli(argv, "python -m backends.star.train", __doc__.split(":", 1)[1].strip(), StarTrainConfig, train)
 
 
 if __name__ == "__main__":
