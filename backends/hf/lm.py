@@ -91,6 +91,16 @@ def stop_token_ids(model, tokenizer) -> set[int]:
     return ids
 
 
+def check_draft_request(prompt_ids: Sequence[int], max_new_tokens: int, capture: bool, has_heads: bool) -> None:
+    """The argument checks of every backend's `draft`."""
+    if not prompt_ids:
+        raise ValueError("empty prompt")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if capture and not has_heads:
+        raise ValueError("capture requested but the session was opened without heads")
+
+
 class DecodeSession:
     """One stream's decoding state: a KV cache for the last prompt+draft and, with heads, their captured q/k."""
 
@@ -114,12 +124,7 @@ class DecodeSession:
         last token's query exists too. `stop(draft)`, called once the newest token's row is captured, ends the
         draft early when it returns True (the policy has seen the first token it rejects).
         """
-        if not prompt_ids:
-            raise ValueError("empty prompt")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if capture and self.recorder is None:
-            raise ValueError("capture requested but the session was opened without heads")
+        check_draft_request(prompt_ids, max_new_tokens, capture, self.recorder is not None)
         prompt_ids = list(prompt_ids)
         if self.recorder is not None:
             self.recorder.generation += 1

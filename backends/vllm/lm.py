@@ -18,13 +18,15 @@ from typing import Callable, Sequence
 import torch
 
 from backends.hf.capture import LayerGeometry
-from backends.hf.lm import Draft, stop_token_ids
+from backends.hf.lm import Draft, check_draft_request, stop_token_ids
 from backends.models import load_tokenizer, resolve_model
 from backends.vllm.observer import LayerLayout, key_heads_by_layer
 from backends.vllm.worker import CONFIG_KEY
+from policies.ssbd import common_prefix_length
 
 WORKER = "backends.vllm.worker.CaptureWorker"
 DTYPES = ("float32", "bfloat16", "float16")
+DEFAULT_MAX_MODEL_LEN = 4096  # positions per request (prompt + draft); sizes the KV cache and the capture buffers
 
 
 @dataclass
@@ -56,15 +58,6 @@ class CapturedRows:
         return rows[self.key_heads[layout.key_layer].index(head // layout.group), :length]
 
 
-def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    length = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        length += 1
-    return length
-
-
 class VLLMCausalLM:
     """A vLLM engine (one model) with capture installed for `capture_heads`, and the model's own tokenizer."""
 
@@ -84,12 +77,13 @@ class VLLMCausalLM:
 
     @classmethod
     def load(cls, spec: str, *, dtype: str = "float32", device: str = "cpu",
-             capture_heads: Sequence[tuple[int, int]] | None = None, max_model_len: int = 2048,
+             capture_heads: Sequence[tuple[int, int]] | None = None, max_model_len: int | None = None,
              enforce_eager: bool = True, enable_prefix_caching: bool = False, **engine_args) -> "VLLMCausalLM":
         """Build the engine for `spec` (resolved like every backend: 'embedded', a .gguf, a directory, an HF id).
 
         `capture_heads` are installed before vLLM profiles or compiles the model; sessions may use any subset.
-        `device` is decided by the vLLM build (its platform). The capture buffers hold `max_model_len` positions.
+        `device` is decided by the vLLM build (its platform). The capture buffers hold `max_model_len` positions
+        (default: the model's maximum, at most DEFAULT_MAX_MODEL_LEN).
         The engine core runs in this process (captured rows are read without serialisation, and no spawn guard is
         needed). On CPU the KV cache gets VLLM_CPU_KVCACHE_SPACE GiB (default here: 1), instead of vLLM's 92% of
         the machine's memory.
@@ -100,15 +94,19 @@ class VLLMCausalLM:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         from vllm import LLM
 
+        from transformers import AutoConfig
+
         path = resolve_model(spec)
         tokenizer = load_tokenizer(spec, path)
-        additional = {}
-        if capture_heads:
-            additional[CONFIG_KEY] = {"heads": [list(h) for h in capture_heads], "capacity": max_model_len}
+        config = AutoConfig.from_pretrained(path)
+        if max_model_len is None:
+            longest = getattr(config.get_text_config(), "max_position_embeddings", None) or DEFAULT_MAX_MODEL_LEN
+            max_model_len = min(longest, DEFAULT_MAX_MODEL_LEN)
+        additional = {CONFIG_KEY: {"heads": [list(h) for h in capture_heads]}} if capture_heads else {}
         llm = LLM(str(path), tokenizer=str(path), dtype=dtype, max_model_len=max_model_len,
                   enforce_eager=enforce_eager, enable_prefix_caching=enable_prefix_caching, worker_cls=WORKER,
                   additional_config=additional, seed=0, **engine_args)
-        return cls(llm, tokenizer, capture_heads, _stop_ids(path, tokenizer))
+        return cls(llm, tokenizer, capture_heads, _stop_ids(path, config, tokenizer))
 
     def close(self) -> None:
         """Stop the engine and free its KV cache (an engine otherwise lives as long as the process)."""
@@ -178,12 +176,7 @@ class VLLMDecodeSession:
         query row exists; `stop(draft)` is applied to the growing draft afterwards, giving the same draft the
         transformers backend stops at (the decisions depend on earlier rows only).
         """
-        if not prompt_ids:
-            raise ValueError("empty prompt")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if capture and self.heads is None:
-            raise ValueError("capture requested but the session was opened without heads")
+        check_draft_request(prompt_ids, max_new_tokens, capture, self.heads is not None)
         prompt_ids = list(prompt_ids)
         tokens, rows = self.lm.generate(prompt_ids, max_new_tokens + (1 if capture else 0),
                                         self.heads if capture else None)
@@ -198,10 +191,9 @@ class VLLMDecodeSession:
         return draft
 
 
-def _stop_ids(path: Path, tokenizer) -> set[int]:
-    from transformers import AutoConfig, GenerationConfig
+def _stop_ids(path: Path, config, tokenizer) -> set[int]:
+    from transformers import GenerationConfig
 
-    config = AutoConfig.from_pretrained(path)
     try:
         generation = GenerationConfig.from_pretrained(path)
     except OSError:

@@ -9,7 +9,7 @@ from vllm.platforms import current_platform
 
 from backends.vllm.observer import install_capture, read_capture
 
-CONFIG_KEY = "simulagents_capture"  # additional_config entry: {"heads": [[layer, head], ...], "capacity": int}
+CONFIG_KEY = "simulagents_capture"  # additional_config entry: {"heads": [[layer, head], ...]}
 
 if current_platform.is_cpu():
     from vllm.v1.worker.cpu_worker import CPUWorker as _PlatformWorker
@@ -34,7 +34,8 @@ class CaptureWorker(_PlatformWorker):
                 "capturing engine with tensor_parallel_size=1 (design for TP: docs/vllm.md)"
             )
         heads = [tuple(pair) for pair in settings["heads"]]
-        self.capture_layouts = install_capture(self.model_runner.get_model(), heads, int(settings["capacity"]))
+        capacity = self.vllm_config.model_config.max_model_len  # every position a request can reach
+        self.capture_layouts = install_capture(self.model_runner.get_model(), heads, capacity)
 
     def capture_layout(self):
         return self.capture_layouts

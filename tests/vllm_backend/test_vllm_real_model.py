@@ -12,21 +12,10 @@ from backends.hf.lm import CausalLM  # noqa: E402
 from backends.hf.prompt import PromptBuilder  # noqa: E402
 from backends.hf.reference import eager_source_attention  # noqa: E402
 from backends.vllm.lm import VLLMCausalLM  # noqa: E402
+from test_real_model import SENTENCES  # noqa: E402  (the real-model test sentences of the transformers backend)
 
 pytestmark = pytest.mark.real_model
 
-SENTENCES = [
-    "What is simultaneous speech translation and why does it matter for international conferences?",
-    "The committee approved the new budget for schools and hospitals after a long debate last week.",
-    "We evaluate our model on three language pairs and report both translation quality and latency.",
-    "In this talk I will briefly introduce our work on attention heads in large language models.",
-    "The results show that a small set of heads tracks word alignments across many languages.",
-    "Our method needs no additional training and works with any decoder-only model off the shelf.",
-    "The weather in the mountains changed quickly, so the hikers returned to the village early.",
-    "Many students prefer to read books on paper rather than on a screen.",
-    "The city council will open a new public library next to the train station in spring.",
-    "Researchers found that regular exercise improves sleep quality in older adults.",
-]
 # Two partial sources per sentence (half and all but the last word): 20 policy steps.
 SOURCES = [words[:cut] for words in (s.split() for s in SENTENCES) for cut in (len(words) // 2, len(words) - 1)]
 
