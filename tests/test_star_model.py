@@ -165,10 +165,11 @@ def test_streaming_without_enough_audio_writes_nothing() -> None:
         recognizer.feed_audio(np.zeros(10, dtype=np.float32))
 
 
-def test_a_few_training_steps_lower_the_loss() -> None:
+@pytest.mark.parametrize("ctc_weight", [0.0, 0.3])
+def test_a_few_training_steps_lower_the_loss(ctc_weight: float) -> None:
     torch.manual_seed(0)
     model = StarModel(StarModelConfig(vocab_size=40, dim=32, heads=2, encoder_layers=1, semantic_layers=1,
-                                      decoder_layers=2)).train()
+                                      decoder_layers=2, ctc_weight=ctc_weight)).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     batch, losses = random_batch(), []
     for _ in range(25):

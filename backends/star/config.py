@@ -23,6 +23,8 @@ class StarTrainConfig:
     decoder_layers: int = knob(4, "decoder layers")
     wait_k: int = knob(3, "training cross-attention mask: target token i reads i + k - 1 anchors (0: all anchors)")
     length_penalty: float = knob(0.01, "gamma: weight of (target length - sum of segmenter scores)^2")
+    ctc_weight: float = knob(0.0, "weight of an auxiliary CTC loss on the acoustic encoder (0: the paper's loss; "
+                                  "helps a from-scratch encoder align on CPU budgets)")
     segmenter_steps: int = knob(0, "train the segmenter only for the first N steps, then freeze it (0: always)")
     batch_size: int = knob(16, "utterances per step")
     learning_rate: float = knob(1e-3, "peak AdamW learning rate (linear warmup, then linear decay to a tenth)")

@@ -30,6 +30,7 @@ class StarModelConfig:
     decoder_layers: int = 4
     wait_k: int = 3  # the cross-attention mask of training: target token i reads i + k − 1 anchors (0: all)
     length_penalty: float = 0.01  # γ
+    ctc_weight: float = 0.0  # auxiliary CTC on the acoustic encoder (stands in for the paper's pretrained encoder)
 
     def __post_init__(self):
         if self.compressor not in COMPRESSORS:
@@ -68,6 +69,7 @@ class StarModel(nn.Module):
         self.anchor_type = nn.Embedding(2, dim) if config.compressor == "star" else None
         self.semantic = CausalTransformer(dim, config.heads, config.semantic_layers)
         self.decoder = Decoder(config.vocab_size, dim, config.heads, config.decoder_layers)
+        self.ctc_head = nn.Linear(dim, config.vocab_size) if config.ctc_weight > 0 else None
 
     def scores(self, states: torch.Tensor) -> torch.Tensor:
         """Segmenter logits s [batch, frames] from detached encoder states (the encoder gets no gradient from it)."""
@@ -104,5 +106,16 @@ class StarModel(nn.Module):
         anchors = self.compress(states, logits, frame_lengths, batch.target_lengths)
         token_logits = self.decoder(batch.inputs, anchors.memory, anchors.counts, anchors.bias, self.config.wait_k)
         nll = F.cross_entropy(token_logits.flatten(0, 1), batch.targets.flatten(), ignore_index=-100)
-        return {"loss": nll + self.config.length_penalty * length_penalty, "nll": nll,
-                "length_penalty": length_penalty, "anchors_per_token": score_sums.sum() / batch.target_lengths.sum()}
+        losses = {"loss": nll + self.config.length_penalty * length_penalty, "nll": nll,
+                  "length_penalty": length_penalty, "anchors_per_token": score_sums.sum() / batch.target_lengths.sum()}
+        if self.ctc_head is not None:
+            losses["ctc"] = self.ctc_loss(states, frame_lengths, batch)
+            losses["loss"] = losses["loss"] + self.config.ctc_weight * losses["ctc"]
+        return losses
+
+    def ctc_loss(self, states: torch.Tensor, frame_lengths: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """CTC of the target pieces (no end of sentence) on the acoustic states; blank = the padding id 0."""
+        log_probs = self.ctc_head(states).log_softmax(-1).transpose(0, 1)
+        pieces = batch.target_lengths - 1
+        targets = torch.cat([row[:length] for row, length in zip(batch.targets, pieces.tolist())])
+        return F.ctc_loss(log_probs, targets, frame_lengths, pieces, blank=0, zero_infinity=True)

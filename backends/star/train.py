@@ -21,7 +21,7 @@ def model_config(config: StarTrainConfig, vocab_size: int) -> StarModelConfig:
     return StarModelConfig(vocab_size=vocab_size, compressor=config.compressor, dim=config.dim, heads=config.heads,
                            encoder_layers=config.encoder_layers, semantic_layers=config.semantic_layers,
                            decoder_layers=config.decoder_layers, wait_k=config.wait_k,
-                           length_penalty=config.length_penalty)
+                           length_penalty=config.length_penalty, ctc_weight=config.ctc_weight)
 
 
 def learning_rate(config: StarTrainConfig, step: int) -> float:
