@@ -18,3 +18,23 @@ def tiny_vllm_checkpoint(tmp_path_factory):
         return built[arch]
 
     return checkpoint
+
+
+@pytest.fixture
+def tiny_engine(tiny_vllm_checkpoint):
+    """Factory: tiny_engine(arch, heads, **engine_args) -> (transformers model, tokenizer, capturing vLLM engine)
+    for one test; its engines are closed when the test ends."""
+    from backends.models import load_causal_lm
+    from backends.vllm.lm import VLLMCausalLM
+
+    engines = []
+
+    def build(arch: str, heads, **engine_args):
+        path = str(tiny_vllm_checkpoint(arch))
+        model, tokenizer = load_causal_lm(path)
+        engines.append(VLLMCausalLM.load(path, max_model_len=512, capture_heads=heads, **engine_args))
+        return model, tokenizer, engines[-1]
+
+    yield build
+    for engine in engines:
+        engine.close()
