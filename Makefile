@@ -69,4 +69,4 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(COMET_VENV) .pytest_cache
+	rm -rf $(VENV) $(COMET_VENV) $(VLLM_VENV) .pytest_cache
