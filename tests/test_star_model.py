@@ -199,3 +199,13 @@ def test_checkpoint_round_trip_and_errors(tmp_path) -> None:
     config.write_text(json.dumps({"model": {"vocab_size": 40, "compressor": "conv"}}))
     with pytest.raises(CheckpointError, match="compressor"):
         load_star(tmp_path / "ckpt")
+
+
+@pytest.mark.parametrize("mode", ["stream", "offline"])
+def test_memory_benchmark_point_runs_at_tiny_size(mode: str, capsys) -> None:
+    from benchmarks import star_memory
+
+    assert star_memory.main(["--point", "60", "5", "--dim", "32", "--heads", "2", "--encoder-layers", "1",
+                             "--semantic-layers", "1", "--decoder-layers", "1", "--vocab", "50", "--mode", mode]) == 0
+    point = json.loads(capsys.readouterr().out)
+    assert point["anchors"] == 12 and point["tokens"] == 6 and point["peak_mb"] >= 0
