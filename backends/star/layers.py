@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -47,7 +48,10 @@ class CausalConv1d(nn.Conv1d):
 @dataclass
 class KVCache:
     """Keys and values [batch, heads, time, head_dim] seen so far by one attention layer, in buffers that grow by
-    half their size when full (appending a frame does not copy the whole history)."""
+    GROWTH positions when full: appending does not copy the history each time, and at most GROWTH − 1 positions
+    are allocated but unused (memory follows the stream length closely)."""
+
+    GROWTH: ClassVar[int] = 256
 
     keys_buffer: torch.Tensor | None = None
     values_buffer: torch.Tensor | None = None
@@ -56,7 +60,7 @@ class KVCache:
     def extend(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         needed = self.length + keys.shape[2]
         if self.keys_buffer is None or needed > self.keys_buffer.shape[2]:
-            capacity = max(needed, self.length * 3 // 2 + 16)
+            capacity = -(-needed // self.GROWTH) * self.GROWTH
             grown = [tensor.new_empty(*tensor.shape[:2], capacity, tensor.shape[3]) for tensor in (keys, values)]
             if self.keys_buffer is not None:
                 grown[0][:, :, :self.length] = self.keys_buffer[:, :, :self.length]
