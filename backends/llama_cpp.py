@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from backends.speculative import SpeculativeSession, common_prefix
+from backends.speculative import SpeculativeSession, reusable_prefix
 
 INSTALL_HINT = ("llama-cpp-python is not installed: pip install llama-cpp-python==0.3.36 (builds from source, about "
                 "8 minutes on 2 cores; pip caches the wheel)")
@@ -86,7 +86,7 @@ class LlamaCppSession(SpeculativeSession):
 
     def _prefill(self, prompt_ids: list[int]) -> np.ndarray:
         cached = self.llama.input_ids[: self.llama.n_tokens].tolist()
-        self._truncate(common_prefix(cached, prompt_ids, len(prompt_ids) - 1))
+        self._truncate(reusable_prefix(cached, prompt_ids))
         return self._decode(prompt_ids[self.llama.n_tokens:], every_row=False)[-1]
 
     def _evaluate(self, token_ids: list[int]) -> np.ndarray:

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from policies.ssbd import accepted_draft_length
+from policies.ssbd import accepted_draft_length, common_prefix_length
 
 
 @dataclass(frozen=True)
@@ -93,11 +93,8 @@ class SpeculativeSession(ABC):
                                  verification_cpu_seconds=verified_cpu - prefilled_cpu)
 
 
-def common_prefix(cached: Sequence[int], wanted: Sequence[int], limit: int) -> int:
-    """Length of the common prefix of `cached` and `wanted`, at most `limit`."""
-    length = 0
-    for left, right in zip(cached[:limit], wanted[:limit]):
-        if left != right:
-            break
-        length += 1
-    return length
+def reusable_prefix(cached_ids: Sequence[int], prompt_ids: Sequence[int]) -> int:
+    """How many cached positions a new prompt keeps: the common prefix, short of the last prompt token (always fed
+    again: its logits row starts the generation)."""
+    limit = len(prompt_ids) - 1
+    return common_prefix_length(cached_ids[:limit], prompt_ids[:limit])

@@ -7,7 +7,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from backends.hf.lm import CausalLM
-from backends.speculative import SpeculativeSession, common_prefix
+from backends.speculative import SpeculativeSession, reusable_prefix
 
 
 class HFSpeculativeSession(SpeculativeSession):
@@ -23,7 +23,7 @@ class HFSpeculativeSession(SpeculativeSession):
         self.cached_ids: list[int] = []
 
     def _prefill(self, prompt_ids: list[int]) -> np.ndarray:
-        reuse = common_prefix(self.cached_ids, prompt_ids, len(prompt_ids) - 1)
+        reuse = reusable_prefix(self.cached_ids, prompt_ids)
         self._truncate(reuse)
         return self._forward(prompt_ids[reuse:], all_rows=False)[-1]
 
