@@ -6,6 +6,18 @@ from dataclasses import dataclass
 from agents.harness.config import ConfigError, knob
 
 
+
+def check_language_pair(source_lang: str, target_lang: str) -> None:
+    """Both languages known to the prompts, and different; a ConfigError naming the problem otherwise."""
+    from backends.hf.prompt import language_name
+
+    try:
+        language_name(source_lang), language_name(target_lang)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if source_lang == target_lang:
+        raise ConfigError(f"source and target language are both {source_lang!r}")
+
 @dataclass(frozen=True)
 class LLMTranslatorConfig:
     model: str = knob("embedded", "weights: a Hugging Face id, a local directory, a .gguf file, or 'embedded' "
@@ -27,14 +39,7 @@ class LLMTranslatorConfig:
             raise ConfigError(f"model_dtype must be float32, bfloat16, float16 or int8, got {self.model_dtype!r}")
         if self.model_dtype == "int8" and self.model_device != "cpu":
             raise ConfigError("model_dtype int8 (dynamic quantization) runs on the CPU only; use bfloat16 on a GPU")
-        from backends.hf.prompt import language_name
-
-        try:
-            language_name(self.source_lang), language_name(self.target_lang)
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
-        if self.source_lang == self.target_lang:
-            raise ConfigError(f"source and target language are both {self.source_lang!r}")
+        check_language_pair(self.source_lang, self.target_lang)
 
 
 @dataclass(frozen=True)
@@ -144,15 +149,9 @@ class WordWaitkKnobs:
     model_device: str = knob("cpu", "torch device of the model, e.g. cpu or cuda")
 
     def validate(self) -> None:
-        from backends.hf.prompt import language_name
         from policies.units import target_unit_for
 
-        try:
-            language_name(self.source_lang), language_name(self.target_lang)
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
-        if self.source_lang == self.target_lang:
-            raise ConfigError(f"source and target language are both {self.source_lang!r}")
+        check_language_pair(self.source_lang, self.target_lang)
         if target_unit_for(self.target_lang) != "word":
             raise ConfigError(f"{self.system} writes whitespace words; target language {self.target_lang!r} is "
                               f"written without spaces (use agents.alignatt4llm for it)")
