@@ -7,10 +7,11 @@ import math
 import pytest
 
 from agents.harness.config import ConfigError
-from backends.finetune.config import FinetuneKnobs
+from backends.finetune.config import FinetuneKnobs, TrainingLoopKnobs
 from backends.finetune.loop import learning_rate_at
 from backends.finetune_gpe.config import FinetuneConfig as GPEFinetuneConfig
 from backends.finetune_simulmask.config import FinetuneConfig as SimulMaskFinetuneConfig
+from backends.star.config import StarTrainConfig
 
 
 def test_warmup_then_linear_decay_to_zero():
@@ -18,6 +19,17 @@ def test_warmup_then_linear_decay_to_zero():
     rates = [learning_rate_at(step, config) for step in range(12)]
     assert rates[:4] == [0.25, 0.5, 0.75, 1.0]
     assert rates[4:] == pytest.approx([1 - i / 8 for i in range(8)])  # reaches 0 at max_steps
+
+
+def test_linear_decay_stops_at_the_final_fraction_of_the_peak():
+    """STAR's schedule (a tenth of the peak at max_steps) is the shared one with a floor."""
+    config = TrainingLoopKnobs(learning_rate=2.0, warmup_steps=4, max_steps=12, final_lr_fraction=0.1)
+    rates = [learning_rate_at(step, config) for step in range(4, 16)]
+    assert rates[:8] == pytest.approx([2.0 * (1 - 0.9 * i / 8) for i in range(8)])
+    assert rates[8:] == pytest.approx([0.2] * 4)  # held at the floor past max_steps
+    assert StarTrainConfig().final_lr_fraction == 0.1 and FinetuneKnobs().final_lr_fraction == 0.0
+    with pytest.raises(ConfigError, match="final_lr_fraction"):
+        StarTrainConfig(train_tsv="x.tsv", final_lr_fraction=1.5).validate()
 
 
 def test_warmup_then_inverse_square_root():

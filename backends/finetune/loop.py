@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from backends.finetune.config import FinetuneKnobs
+from backends.finetune.config import FinetuneKnobs, TrainingLoopKnobs
 from backends.finetune.data import ParallelCorpus
 from backends.finetune.recipe import Recipe
 
@@ -27,15 +27,15 @@ def lora_wrap(model, config: FinetuneKnobs, lora_targets: tuple[str, ...]):
     return get_peft_model(model, lora)
 
 
-def learning_rate_at(step: int, config: FinetuneKnobs) -> float:
-    """Linear warmup to the peak over `warmup_steps` (step 0 is the first), then `linear`: decay to 0 at
-    `max_steps`, or `inverse_sqrt`: peak * sqrt(warmup_steps / (step + 1))."""
+def learning_rate_at(step: int, config: TrainingLoopKnobs) -> float:
+    """Linear warmup to the peak over `warmup_steps` (step 0 is the first), then `linear`: decay to
+    `final_lr_fraction` x peak at `max_steps`, or `inverse_sqrt`: peak * sqrt(warmup_steps / (step + 1))."""
     if step < config.warmup_steps:
         return config.learning_rate * (step + 1) / config.warmup_steps
     if config.lr_schedule == "inverse_sqrt":
         return config.learning_rate * math.sqrt(config.warmup_steps / (step + 1))
-    remaining = max(config.max_steps - config.warmup_steps, 1)
-    return config.learning_rate * max(0.0, 1 - (step - config.warmup_steps) / remaining)
+    progress = min(1.0, (step - config.warmup_steps) / max(config.max_steps - config.warmup_steps, 1))
+    return config.learning_rate * (1 - (1 - config.final_lr_fraction) * progress)
 
 
 def finetune(config: FinetuneKnobs, recipe: Recipe, log=print) -> Path:

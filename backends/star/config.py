@@ -1,14 +1,16 @@
-"""The knobs of STAR/CIF training (`python -m backends.star.train`): names, defaults and help in one place."""
+"""The knobs of STAR/CIF training (`python -m backends.star.train`): the model's, on the shared training-loop knobs
+(steps, batches, schedule, checkpoints) with STAR's defaults."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from agents.harness.config import ConfigError, knob
+from backends.finetune.config import TrainingLoopKnobs
 from backends.star.model import COMPRESSORS
 
 
 @dataclass(frozen=True)
-class StarTrainConfig:
+class StarTrainConfig(TrainingLoopKnobs):
     train_tsv: str = knob("", "training utterances: 'wav path<TAB>transcript' per line")
     dev_tsv: str = knob("", "optional development utterances (loss logged at every save)")
     output_dir: str = knob("runs/star/model", "checkpoint directory (star_config.json, model.safetensors, tokenizer.json)")
@@ -27,23 +29,22 @@ class StarTrainConfig:
                                   "helps a from-scratch encoder align on CPU budgets)")
     segmenter_steps: int = knob(0, "train the segmenter only for the first N steps, then freeze it (0: always)")
     batch_size: int = knob(16, "utterances per step")
-    learning_rate: float = knob(1e-3, "peak AdamW learning rate (linear warmup, then linear decay to a tenth)")
+    learning_rate: float = knob(1e-3, "peak AdamW learning rate")
+    final_lr_fraction: float = knob(0.1, "linear schedule: the learning rate at max_steps, as a fraction of the peak")
     warmup_steps: int = knob(300, "linear warmup steps")
     max_steps: int = knob(4000, "optimizer steps")
-    max_minutes: float = knob(0.0, "stop (and save) after this many minutes (0: no limit)")
     save_every: int = knob(500, "save a checkpoint every N steps (and at the end)")
     log_every: int = knob(25, "append mean losses to train_log.jsonl every N steps")
-    seed: int = knob(0, "initialisation and batching seed")
-    threads: int = knob(0, "torch CPU threads (0: torch's default)")
 
     def validate(self) -> None:
+        super().validate()
         if not self.train_tsv:
             raise ConfigError("train_tsv is required (build one with `python -m backends.star.corpus --out DIR`)")
         if self.compressor not in COMPRESSORS:
             raise ConfigError(f"compressor must be one of {', '.join(COMPRESSORS)}, got {self.compressor!r}")
         if self.dim % self.heads or self.dim % 2:
             raise ConfigError(f"dim ({self.dim}) must be even and divisible by heads ({self.heads})")
-        if min(self.batch_size, self.max_steps, self.vocab_size - 4, self.encoder_layers, self.decoder_layers) < 1:
-            raise ConfigError("batch_size, max_steps, encoder_layers and decoder_layers must be >= 1, vocab_size > 4")
-        if self.wait_k < 0 or self.length_penalty < 0 or self.learning_rate <= 0:
-            raise ConfigError("need wait_k >= 0, length_penalty >= 0 and learning_rate > 0")
+        if min(self.vocab_size - 4, self.encoder_layers, self.decoder_layers) < 1:
+            raise ConfigError("encoder_layers and decoder_layers must be >= 1, vocab_size > 4")
+        if self.wait_k < 0 or self.length_penalty < 0:
+            raise ConfigError("need wait_k >= 0 and length_penalty >= 0")

@@ -1,5 +1,5 @@
 """`python -m backends.star.train --train-tsv corpus/train.tsv --compressor star|cif [knobs]`: train STAR or its CIF
-baseline from scratch (AdamW, warmup + linear decay, gradient clipping) and save a checkpoint directory."""
+baseline from scratch (AdamW, warmup + linear decay to a tenth, gradient clipping) and save a checkpoint directory."""
 from __future__ import annotations
 
 import json
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from backends.finetune.loop import learning_rate_at
 from backends.star.checkpoint import save_star
 from backends.star.config import StarTrainConfig
 from backends.star.data import collate, length_batches, load_utterances, read_tsv
@@ -22,13 +23,6 @@ def model_config(config: StarTrainConfig, vocab_size: int) -> StarModelConfig:
                            encoder_layers=config.encoder_layers, semantic_layers=config.semantic_layers,
                            decoder_layers=config.decoder_layers, wait_k=config.wait_k,
                            length_penalty=config.length_penalty, ctc_weight=config.ctc_weight)
-
-
-def learning_rate(config: StarTrainConfig, step: int) -> float:
-    if step < config.warmup_steps:
-        return config.learning_rate * (step + 1) / config.warmup_steps
-    progress = (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps)
-    return config.learning_rate * max(0.1, 1.0 - 0.9 * progress)
 
 
 @torch.no_grad()
@@ -64,7 +58,7 @@ def train(config: StarTrainConfig, log=print) -> Path:
             if config.segmenter_steps and step == config.segmenter_steps:
                 model.segmenter.requires_grad_(False)
             for group in optimizer.param_groups:
-                group["lr"] = learning_rate(config, step)
+                group["lr"] = learning_rate_at(step, config)
             losses = model(collate(batch, vocabulary))
             optimizer.zero_grad(set_to_none=True)
             losses["loss"].backward()
@@ -75,7 +69,7 @@ def train(config: StarTrainConfig, log=print) -> Path:
             minutes = (time.monotonic() - started) / 60
             out_of_time = bool(config.max_minutes) and minutes >= config.max_minutes
             if step % config.log_every == 0 or step == config.max_steps or out_of_time:
-                record = {"step": step, "minutes": round(minutes, 2), "lr": learning_rate(config, step - 1),
+                record = {"step": step, "minutes": round(minutes, 2), "lr": learning_rate_at(step - 1, config),
                           **{name: sum(w[name] for w in window) / len(window) for name in window[0]}}
                 window = []
                 if dev_batches and (step % config.save_every == 0 or step == config.max_steps or out_of_time):
