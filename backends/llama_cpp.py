@@ -6,6 +6,7 @@ see identical ids; each stream owns one llama.cpp context (the weights file is m
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
@@ -16,6 +17,10 @@ from backends.speculative import SpeculativeSession, reusable_prefix
 
 INSTALL_HINT = ("llama-cpp-python is not installed: pip install llama-cpp-python==0.3.36 (builds from source, about "
                 "8 minutes on 2 cores; pip caches the wheel)")
+# Weight types a GGUF can be re-quantized to (llama.cpp's file types). bf16 keeps a Q4_K_M model's values (they are
+# dequantized, then rounded to bf16) and makes batched verification cheap on CPUs with AVX512-BF16: see docs/ssbd.md.
+WEIGHT_TYPES = {"bf16": "LLAMA_FTYPE_MOSTLY_BF16", "f16": "LLAMA_FTYPE_MOSTLY_F16", "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
+                "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
 
 
 def gguf_path_for(spec: str) -> Path:
@@ -29,6 +34,37 @@ def gguf_path_for(spec: str) -> Path:
         return path
     raise ValueError(f"the llama_cpp backend runs GGUF files: model must be 'embedded' or a .gguf file, got {spec!r} "
                      f"(use backend: transformers for a Hugging Face directory)")
+
+
+def requantized_gguf(source: Path, weight_type: str) -> Path:
+    """`source` re-quantized to `weight_type` (a WEIGHT_TYPES key) by llama.cpp's own quantizer, written once into the
+    cache (atomically: concurrent streams never read a partial file) and reused."""
+    import ctypes
+
+    import llama_cpp
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    from backends.models import cache_dir
+
+    if weight_type not in WEIGHT_TYPES:
+        raise ValueError(f"unknown GGUF weight type {weight_type!r}: use one of {', '.join(WEIGHT_TYPES)} "
+                         f"(or leave it empty to run the file as it is)")
+    target = cache_dir() / "gguf" / f"{Path(source).stem}.{weight_type}.gguf"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, WEIGHT_TYPES[weight_type])
+    params.allow_requantize = True  # the source is usually quantized already
+    with suppress_stdout_stderr(disable=False):  # llama.cpp logs every tensor
+        status = llama_cpp.llama_model_quantize(str(source).encode(), str(partial).encode(), ctypes.byref(params))
+    if status != 0 or not partial.is_file():
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"llama.cpp could not re-quantize {source} to {weight_type} (status {status}); check that "
+                           f"the file is a complete GGUF and that {target.parent} has room")
+    partial.replace(target)
+    return target
 
 
 class LlamaCppLM:
@@ -45,12 +81,15 @@ class LlamaCppLM:
         self.n_threads = n_threads or None
 
     @classmethod
-    def load(cls, spec: str, n_ctx: int = 1024, n_threads: int = 0) -> "LlamaCppLM":
+    def load(cls, spec: str, n_ctx: int = 1024, n_threads: int = 0, weight_type: str = "") -> "LlamaCppLM":
+        """`weight_type` (a WEIGHT_TYPES key) runs the GGUF re-quantized to that type; empty runs the file as it is."""
         from transformers import AutoTokenizer
 
         from backends.models import resolve_model
 
         gguf_path = gguf_path_for(spec)
+        if weight_type:
+            gguf_path = requantized_gguf(gguf_path, weight_type)
         return cls(gguf_path, AutoTokenizer.from_pretrained(resolve_model(spec)), n_ctx, n_threads)
 
     def session(self) -> "LlamaCppSession":

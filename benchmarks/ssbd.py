@@ -109,6 +109,8 @@ def main() -> None:
     parser.add_argument("--step-words", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--n-threads", type=int, default=2)
+    parser.add_argument("--gguf-weights", default="", help="llama_cpp: re-quantize the GGUF to bf16, f16, q8_0 or "
+                                                           "q4_0 (empty: the file as it is)")
     parser.add_argument("--split", default="evaluation", help="MCIF split: evaluation, calibration or all")
     parser.add_argument("--skip", type=int, default=0, help="start at this sentence of the selection (to split a "
                                                             "run over processes; concatenate their --out files)")
@@ -119,7 +121,7 @@ def main() -> None:
 
     base = SSBDConfig(backend=args.backend, model=args.model, target_lang=args.target_lang,
                       step_words=args.step_words, max_new_tokens=args.max_new_tokens, n_threads=args.n_threads,
-                      n_ctx=768)
+                      n_ctx=768, gguf_weights=args.gguf_weights)
     base.validate()
     configs = systems(base)
     lines = evenly_spaced(mcif_split(load_mcif(shared_data_dir(), args.target_lang), args.split), args.sentences)
@@ -145,7 +147,7 @@ def main() -> None:
         print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}")
     loads = [record.get("loadavg", 0.0) for record in done]
     header = (f"backend={args.backend} model={args.model} en-{args.target_lang} w={args.step_words} "
-              f"max_new_tokens={args.max_new_tokens} threads={args.n_threads}; mean 1-min load average during the run "
+              f"max_new_tokens={args.max_new_tokens} threads={args.n_threads} gguf_weights={args.gguf_weights or 'as is'}; mean 1-min load average during the run "
               f"{sum(loads) / max(1, len(loads)):.1f} on {os.cpu_count()} cores")
     rows = summarize(done, list(configs))
     print_table(rows, len(done), header)

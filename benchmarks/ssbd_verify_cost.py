@@ -2,7 +2,7 @@
 verified as one batch (every row's logits) or decoded one at a time; r = batch time / one-at-a-time time, per
 thread count and draft length, side by side (wall clock, best of --repeats). See docs/ssbd.md, "cost model".
 
-    python benchmarks/ssbd_verify_cost.py --threads 1 2 --draft-lengths 4 8 16 26
+    python benchmarks/ssbd_verify_cost.py --threads 1 2 --draft-lengths 4 8 16 26 --gguf-weights '' bf16 q4_0
 """
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ def best_seconds(run, repeats: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded", help="'embedded' or a .gguf file")
+    parser.add_argument("--gguf-weights", nargs="+", default=[""], help="re-quantized weight types to compare "
+                                                                          "(bf16, f16, q8_0, q4_0; '' = as is)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--draft-lengths", type=int, nargs="+", default=[4, 8, 16, 26])
     parser.add_argument("--prompt-tokens", type=int, default=150)
@@ -33,10 +35,10 @@ def main() -> None:
 
     print(f"model={args.model} prompt={args.prompt_tokens} tokens; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} cores (llama.cpp threads spin: other processes distort multi-thread timings)")
-    print("| threads | draft tokens | decode ms/token | verify ms/token | r |")
-    print("|---|---|---|---|---|")
-    for threads in args.threads:
-        session = LlamaCppLM.load(args.model, n_ctx=512, n_threads=threads).session()
+    print("| weights | threads | draft tokens | decode ms/token | verify ms/token | r |")
+    print("|---|---|---|---|---|---|")
+    for weights, threads in [(weights, threads) for weights in args.gguf_weights for threads in args.threads]:
+        session = LlamaCppLM.load(args.model, n_ctx=512, n_threads=threads, weight_type=weights).session()
         vocabulary = session.llama.n_vocab()
         prompt = [1000 + i % (vocabulary - 1000) for i in range(args.prompt_tokens)]
         session._prefill(prompt)
@@ -53,7 +55,7 @@ def main() -> None:
                     session._evaluate([token])
 
             verified, decoded = best_seconds(verify, args.repeats), best_seconds(decode, args.repeats)
-            print(f"| {threads} | {length} | {1000 * decoded / length:.1f} | {1000 * verified / length:.1f} "
+            print(f"| {weights or 'as is'} | {threads} | {length} | {1000 * decoded / length:.1f} | {1000 * verified / length:.1f} "
                   f"| {verified / decoded:.2f} |", flush=True)
 
 

@@ -116,12 +116,14 @@ def test_beta_zero_equals_greedy_retranslation_at_every_update_on_transformers(e
 
 
 @pytest.mark.real_model
-def test_beta_zero_equals_retranslation_on_llama_cpp():
+@pytest.mark.parametrize("weight_type", ["", "bf16"])  # the file as it is (Q4_K_M), and re-quantized to bf16
+def test_beta_zero_equals_retranslation_on_llama_cpp(weight_type):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from backends.llama_cpp import LlamaCppLM
 
-    model = LlamaCppLM.load("embedded", n_ctx=512, n_threads=2)
-    config = SSBDConfig(backend="llama_cpp", beta=0.0, max_new_tokens=48, final_max_new_tokens=64)
+    model = LlamaCppLM.load("embedded", n_ctx=512, n_threads=2, weight_type=weight_type)
+    config = SSBDConfig(backend="llama_cpp", beta=0.0, max_new_tokens=48, final_max_new_tokens=64,
+                        gguf_weights=weight_type)
     translator = SSBDTranslator(model, config)
     run_stream(translator, SENTENCE)
     fresh = model.session()
@@ -187,10 +189,49 @@ def test_reset_forgets_the_stream(tiny_checkpoint):
     ({"mask_k": -1}, "mask_k"),
     ({"step_words": 0}, "step_words"),
     ({"backend": "llama_cpp", "model_dtype": "bfloat16"}, "model_dtype applies to the transformers backend"),
+    ({"gguf_weights": "q5"}, "gguf_weights must be empty or one of bf16"),
+    ({"backend": "transformers", "gguf_weights": "bf16"}, "with backend llama_cpp"),
 ])
 def test_bad_configuration_is_refused(values, message):
     with pytest.raises(ConfigError, match=message):
         SSBDConfig(**values).validate()
+
+
+@pytest.mark.real_model
+def test_requantized_gguf_is_written_once_with_the_requested_weights_and_keeps_the_model(tmp_path, monkeypatch):
+    """llama.cpp's quantizer writes the file once into the cache; the copy has the requested weight type and predicts
+    like the original (same top token after a real prompt, log-probabilities close)."""
+    gguf = pytest.importorskip("gguf", reason="gguf is not installed")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from backends.llama_cpp import LlamaCppLM, gguf_path_for, requantized_gguf
+
+    source = gguf_path_for("embedded")
+    monkeypatch.setenv("SIMULAGENTS_CACHE", str(tmp_path))
+    converted = requantized_gguf(source, "q8_0")
+    assert converted.parent == tmp_path / "gguf" and list(converted.parent.iterdir()) == [converted]
+    types = {tensor.name: tensor.tensor_type.name for tensor in gguf.GGUFReader(str(converted)).tensors}
+    assert types["blk.0.ffn_up.weight"] == types["blk.23.attn_q.weight"] == "Q8_0"
+    assert types["blk.0.attn_norm.weight"] == "F32"
+    written = converted.stat().st_mtime_ns
+    assert requantized_gguf(source, "q8_0") == converted and converted.stat().st_mtime_ns == written
+
+    original = LlamaCppLM.load("embedded", n_ctx=256, n_threads=2)
+    copy = LlamaCppLM(converted, original.tokenizer, n_ctx=256, n_threads=2)
+    prompt = original.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Translate into German: " + " ".join(SENTENCE)}], add_generation_prompt=True,
+        tokenize=True, return_dict=False)
+    log_probs = [torch.log_softmax(torch.from_numpy(lm.session()._prefill(prompt)), -1) for lm in (original, copy)]
+    assert int(log_probs[0].argmax()) == int(log_probs[1].argmax())
+    top = log_probs[0].topk(20).indices
+    assert float((log_probs[0][top] - log_probs[1][top]).abs().max()) < 0.5
+
+
+def test_unknown_gguf_weight_type_is_refused_with_the_choices():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from backends.llama_cpp import requantized_gguf
+
+    with pytest.raises(ValueError, match="unknown GGUF weight type 'q5'.*bf16, f16, q8_0, q4_0"):
+        requantized_gguf("model.gguf", "q5")
 
 
 def test_llama_cpp_backend_needs_a_gguf_file(tmp_path):

@@ -36,7 +36,8 @@ def load_ssbd_model(config: SSBDConfig):
     if config.backend == "llama_cpp":
         from backends.llama_cpp import LlamaCppLM
 
-        return LlamaCppLM.load(config.model, n_ctx=config.n_ctx, n_threads=config.n_threads)
+        return LlamaCppLM.load(config.model, n_ctx=config.n_ctx, n_threads=config.n_threads,
+                               weight_type=config.gguf_weights)
     from backends.hf.lm import CausalLM
 
     return TransformersSSBDModel(CausalLM.load(config.model, dtype=config.model_dtype, device=config.model_device))
