@@ -205,6 +205,7 @@ def test_requantized_gguf_is_written_once_with_the_requested_weights_and_keeps_t
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from backends.llama_cpp import LlamaCppLM, gguf_path_for, requantized_gguf
 
+    original = LlamaCppLM.load("embedded", n_ctx=256, n_threads=2)  # before the cache moves to tmp_path
     source = gguf_path_for("embedded")
     monkeypatch.setenv("SIMULAGENTS_CACHE", str(tmp_path))
     converted = requantized_gguf(source, "q8_0")
@@ -215,7 +216,6 @@ def test_requantized_gguf_is_written_once_with_the_requested_weights_and_keeps_t
     written = converted.stat().st_mtime_ns
     assert requantized_gguf(source, "q8_0") == converted and converted.stat().st_mtime_ns == written
 
-    original = LlamaCppLM.load("embedded", n_ctx=256, n_threads=2)
     copy = LlamaCppLM(converted, original.tokenizer, n_ctx=256, n_threads=2)
     prompt = original.tokenizer.apply_chat_template(
         [{"role": "user", "content": "Translate into German: " + " ".join(SENTENCE)}], add_generation_prompt=True,
