@@ -36,6 +36,19 @@ def gguf_path_for(spec: str) -> Path:
                      f"(use backend: transformers for a Hugging Face directory)")
 
 
+def requantized_path(source: Path, weight_type: str) -> Path:
+    """Where the re-quantized copy of `source` lives in the cache: named after the file, plus a digest of its absolute
+    path, size and modification time, so two files with one name (or a file replaced in place) never share a copy."""
+    import hashlib
+
+    from backends.models import cache_dir
+
+    source = Path(source).resolve()
+    stat = source.stat()
+    digest = hashlib.sha1(f"{source}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    return cache_dir() / "gguf" / f"{source.stem}.{digest}.{weight_type}.gguf"
+
+
 def requantized_gguf(source: Path, weight_type: str) -> Path:
     """`source` re-quantized to `weight_type` (a WEIGHT_TYPES key) by llama.cpp's own quantizer, written once into the
     cache (atomically: concurrent streams never read a partial file) and reused."""
@@ -44,12 +57,10 @@ def requantized_gguf(source: Path, weight_type: str) -> Path:
     import llama_cpp
     from llama_cpp._utils import suppress_stdout_stderr
 
-    from backends.models import cache_dir
-
     if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"unknown GGUF weight type {weight_type!r}: use one of {', '.join(WEIGHT_TYPES)} "
                          f"(or leave it empty to run the file as it is)")
-    target = cache_dir() / "gguf" / f"{Path(source).stem}.{weight_type}.gguf"
+    target = requantized_path(source, weight_type)
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -226,6 +226,21 @@ def test_requantized_gguf_is_written_once_with_the_requested_weights_and_keeps_t
     assert float((log_probs[0][top] - log_probs[1][top]).abs().max()) < 0.5
 
 
+def test_requantized_copies_of_two_files_with_one_name_do_not_collide(tmp_path, monkeypatch):
+    from backends.llama_cpp import requantized_path
+
+    monkeypatch.setenv("SIMULAGENTS_CACHE", str(tmp_path / "cache"))
+    first, second = tmp_path / "a" / "model.gguf", tmp_path / "b" / "model.gguf"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_bytes(b"GGUF")
+    assert requantized_path(first, "bf16") != requantized_path(second, "bf16")
+    assert requantized_path(first, "bf16") == requantized_path(first, "bf16") != requantized_path(first, "q8_0")
+    named = requantized_path(first, "bf16")
+    first.write_bytes(b"GGUF, replaced in place")  # another size: a new copy
+    assert requantized_path(first, "bf16") != named
+
+
 def test_unknown_gguf_weight_type_is_refused_with_the_choices():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from backends.llama_cpp import requantized_gguf
