@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from agents.harness.config import ConfigError, knob
 
 
-
 def check_language_pair(source_lang: str, target_lang: str) -> None:
     """Both languages known to the prompts, and different; a ConfigError naming the problem otherwise."""
     from backends.hf.prompt import language_name
@@ -17,6 +16,7 @@ def check_language_pair(source_lang: str, target_lang: str) -> None:
         raise ConfigError(str(error)) from None
     if source_lang == target_lang:
         raise ConfigError(f"source and target language are both {source_lang!r}")
+
 
 @dataclass(frozen=True)
 class LLMTranslatorConfig:
