@@ -52,14 +52,14 @@ def requantized_path(source: Path, weight_type: str) -> Path:
 def requantized_gguf(source: Path, weight_type: str) -> Path:
     """`source` re-quantized to `weight_type` (a WEIGHT_TYPES key) by llama.cpp's own quantizer, written once into the
     cache (atomically: concurrent streams never read a partial file) and reused."""
+    if weight_type not in WEIGHT_TYPES:
+        raise ValueError(f"unknown GGUF weight type {weight_type!r}: use one of {', '.join(WEIGHT_TYPES)} "
+                         f"(or leave it empty to run the file as it is)")
     import ctypes
 
     import llama_cpp
     from llama_cpp._utils import suppress_stdout_stderr
 
-    if weight_type not in WEIGHT_TYPES:
-        raise ValueError(f"unknown GGUF weight type {weight_type!r}: use one of {', '.join(WEIGHT_TYPES)} "
-                         f"(or leave it empty to run the file as it is)")
     target = requantized_path(source, weight_type)
     if target.is_file():
         return target

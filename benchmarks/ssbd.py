@@ -147,7 +147,8 @@ def main() -> None:
         print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}")
     loads = [record.get("loadavg", 0.0) for record in done]
     header = (f"backend={args.backend} model={args.model} en-{args.target_lang} w={args.step_words} "
-              f"max_new_tokens={args.max_new_tokens} threads={args.n_threads} gguf_weights={args.gguf_weights or 'as is'}; mean 1-min load average during the run "
+              f"max_new_tokens={args.max_new_tokens} threads={args.n_threads} "
+              f"gguf_weights={args.gguf_weights or 'as is'}; mean 1-min load average during the run "
               f"{sum(loads) / max(1, len(loads)):.1f} on {os.cpu_count()} cores")
     rows = summarize(done, list(configs))
     print_table(rows, len(done), header)

@@ -7,6 +7,7 @@ thread count and draft length, side by side (wall clock, best of --repeats). See
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import time
 
@@ -37,7 +38,7 @@ def main() -> None:
           f"{os.cpu_count()} cores (llama.cpp threads spin: other processes distort multi-thread timings)")
     print("| weights | threads | draft tokens | decode ms/token | verify ms/token | r |")
     print("|---|---|---|---|---|---|")
-    for weights, threads in [(weights, threads) for weights in args.gguf_weights for threads in args.threads]:
+    for weights, threads in itertools.product(args.gguf_weights, args.threads):
         session = LlamaCppLM.load(args.model, n_ctx=512, n_threads=threads, weight_type=weights).session()
         vocabulary = session.llama.n_vocab()
         prompt = [1000 + i % (vocabulary - 1000) for i in range(args.prompt_tokens)]
@@ -55,8 +56,8 @@ def main() -> None:
                     session._evaluate([token])
 
             verified, decoded = best_seconds(verify, args.repeats), best_seconds(decode, args.repeats)
-            print(f"| {weights or 'as is'} | {threads} | {length} | {1000 * decoded / length:.1f} | {1000 * verified / length:.1f} "
-                  f"| {verified / decoded:.2f} |", flush=True)
+            print(f"| {weights or 'as is'} | {threads} | {length} | {1000 * decoded / length:.1f} "
+                  f"| {1000 * verified / length:.1f} | {verified / decoded:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ from backends.star.model import COMPRESSORS
 class StarTrainConfig(TrainingLoopKnobs):
     train_tsv: str = knob("", "training utterances: 'wav path<TAB>transcript' per line")
     dev_tsv: str = knob("", "optional development utterances (loss logged at every save)")
-    output_dir: str = knob("runs/star/model", "checkpoint directory (star_config.json, model.safetensors, tokenizer.json)")
+    output_dir: str = knob("runs/star/model", "checkpoint directory (star_config.json, model.safetensors, "
+                                              "tokenizer.json)")
     source_lang: str = knob("en", "language of the speech (recorded in the checkpoint; the agents check it)")
     target_lang: str = knob("en", "language of the transcripts or translations (en with en: ASR)")
     compressor: str = knob("star", "star (anchors + segmenter bias in cross-attention) or cif (integrate-and-fire)")
