@@ -11,8 +11,8 @@ import pytest
 from agents.core import Emission
 from agents.harness.audio import AudioError
 from agents.systems.cascade import CascadeTranslator
-from agents.systems.config import CascadeConfig
-from agents.systems.llm import AlignAttTranslator
+from agents.systems.config import CascadeConfig, LocalAgreementCascadeConfig
+from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator
 from backends.asr.base import SpeechRecognizer, TimedWord
 from backends.heads import HeadSet
 from backends.hf.lm import CausalLM
@@ -258,3 +258,33 @@ def test_fake_asr_a_source_the_prompt_cannot_map_skips_the_step(tiny_lm, monkeyp
     assert all(step.skipped or step.final for step in steps) and any(step.skipped for step in steps)
     assert translator.translator.stats.skipped > 0
     assert translator.emitted_units  # every sentence was still finished and translated
+
+
+def test_fake_asr_local_agreement_peer_reads_only_words_two_hypotheses_agree_on(tiny_lm):
+    """The LocalAgreement peer (whisper_streaming's LocalAgreement-2 on the recogniser): a live word reaches the
+    translator only once two consecutive hypotheses hold it, i.e. (with the scripted recogniser, which hears a word
+    once it has ended) once it had ended before the previous chunk; the AlignAtt cascade reads it one chunk earlier."""
+    config = LocalAgreementCascadeConfig(model="unused", final_max_new_tokens=12, min_start_seconds=0.0)
+    translator = CascadeTranslator(TimelineRecognizer(), LocalAgreementTranslator(tiny_lm, config), config)
+    fed: list[tuple[float, list]] = []
+    revise = translator.translator.revise
+
+    def recording_revise(words, *args, **kwargs):
+        fed.append((translator.now, list(words)))
+        return revise(words, *args, **kwargs)
+
+    translator.translator.revise = recording_revise
+    audio, start, previous_end, withheld = timeline_audio(5.2), 0, 0.0, 0
+    for end in (0.6, 1.1, 1.7, 2.0, 3.6, 4.0, 4.4, 4.6, 5.2):
+        calls = len(fed)
+        translator.feed_audio(audio[start:int(end * RATE)])
+        start = int(end * RATE)
+        if len(fed) > calls:
+            words = fed[-1][1]
+            assert words and all(word.end_time <= previous_end + 1e-6 for word in words)
+            withheld += len(translator.live_words) > len(words)
+        previous_end = end
+    assert fed and withheld, "the peer never translated a live sentence, or never withheld a word heard once"
+    translator.flush()
+    assert translator.transcript.split() == [w for w, _, _ in TIMELINE]
+    assert translator.emitted_units

@@ -151,3 +151,19 @@ def test_local_agreement_commits_only_what_two_translations_agree_on(tiny_lm):
     translator.flush()
     assert translator.steps[-1].final
 
+
+
+@pytest.mark.harness
+def test_local_agreement_text_agent_runs_through_simuleval_cli(tmp_path, tiny_checkpoint):
+    """The text peer through SimulEval's real CLI gives what its translator gives when fed the same words."""
+    from harness_runs import simuleval_text_run
+
+    model = str(tiny_checkpoint("qwen3"))
+    sources = [" ".join(SENTENCE[:8]), " ".join(SENTENCE[8:])]
+    instances = simuleval_text_run(tmp_path, "agents.alignatt4llm.LocalAgreementTextAgent", sources, ["a", "b"],
+                                   "--model", model, "--final-max-new-tokens", "24")
+    translator = LocalAgreementTranslator(CausalLM(*load_causal_lm(model)),
+                                          LocalAgreementConfig(model=model, final_max_new_tokens=24))
+    for source, instance in zip(sources, instances):
+        stream(translator, source.split())
+        assert instance["prediction"] == translator.target_text
