@@ -167,3 +167,26 @@ def test_local_agreement_text_agent_runs_through_simuleval_cli(tmp_path, tiny_ch
     for source, instance in zip(sources, instances):
         stream(translator, source.split())
         assert instance["prediction"] == translator.target_text
+
+
+def test_policy_log_writes_each_segments_counts_and_eval_reports_the_gate_share(tiny_lm, tmp_path):
+    """`policy_log`: one JSON line per finished segment whose counts add up to the stream's; `simulagents eval`
+    turns them into the share of live steps where the gate fired."""
+    import json
+
+    from agents.evaluation.runs import POLICY_LOG
+    from agents.evaluation.scoring import policy_scores
+
+    log = tmp_path / POLICY_LOG
+    translator = AlignAttTranslator(tiny_lm, AlignAttConfig(border=-2, median_width=3, final_max_new_tokens=20,
+                                                            policy_log=str(log)), heads_of(tiny_lm))
+    stream(translator, SENTENCE[:6])
+    stream(translator, SENTENCE[6:])  # reset between the two: the log keeps both streams' lines
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == 2 and all(line["final_steps"] == 1 for line in lines)
+    assert lines[-1] == dataclasses.asdict(translator.stats)  # the second stream alone (reset cleared the counts)
+    live = sum(line["live_steps"] for line in lines)
+    fired = sum(line["gate_fired"] for line in lines)
+    assert lines[-1]["live_steps"] == sum(1 for step in translator.steps if not step.final) > 0
+    assert policy_scores(tmp_path)["gate fired (% of steps)"] == pytest.approx(100.0 * fired / live)
+    assert policy_scores(tmp_path / "absent") == {}
