@@ -1,5 +1,6 @@
-"""Where a one-line translation draft stops being a translation: at a line break, a loop, an echo of the prompt's
-instructions, a switch to a script the target language does not use, or past the length its source can need.
+"""Where a one-line translation draft stops being a translation: at a line break, a loop, a restart of the
+translation, an echo of the prompt's instructions, a switch to a script the target language does not use, or past
+the length its source can need.
 Pure text rules shared by every LLM translator and backend.
 """
 
@@ -91,6 +92,25 @@ def foreign_script_start(units: Sequence[str], target_lang: str) -> int | None:
     return None
 
 
+RESTART_UNITS = {"word": 3, "char": 4}  # the segment's first units seen again this many in a row: a restart
+
+
+def restart_start(prefix_units: Sequence[str], draft_units: Sequence[str], unit: Unit) -> int | None:
+    """Index, in `draft_units`, where the draft begins the segment's translation again: the first RESTART_UNITS[unit]
+    units of the target (committed `prefix_units` + draft) occur again in a row, without case and punctuation
+    ("So warum hat der Match prefix ... So warum hat der ..."), or None. A translation of one sentence does not say
+    its first words twice; a model that has lost its place does, whether or not the repetition closes a loop."""
+    size = RESTART_UNITS[unit]
+    keys = [_normalized(u) for u in [*prefix_units, *draft_units]]
+    opening = keys[:size]
+    if len(opening) < size or all(key == "<punct>" for key in opening):
+        return None
+    for index in range(max(1, len(prefix_units)), len(keys) - size + 1):
+        if keys[index:index + size] == opening:
+            return index - len(prefix_units)
+    return None
+
+
 def _end_of_units(text: str, units: Sequence[str], keep: int) -> int:
     """The end, inside `text`, of its first `keep` units (`units` = split_units(text)); units are found in order."""
     position = 0
@@ -122,14 +142,16 @@ class DraftGuard:
                       ) -> tuple[int, bool]:
         """(length, degenerate): how much of `draft_text` (the continuation of the committed `prefix_units`) is
         still a translation of `source_words`, and whether the draft ran into a line break, a loop, an echo of the
-        instructions or a foreign script (then the translation is over; the rest is never used)."""
+        instructions, a restart of the translation or a foreign script (then the translation is over; the rest is never
+        used)."""
         length, degenerate = len(draft_text), False
         newline = line_end(draft_text)
         if newline is not None:
             length, degenerate = newline, True
         units = split_units(draft_text[:length], self.unit)
         cuts = [foreign_script_start(units, self.target_lang),
-                echo_start(units, self.instruction_words, source_words)]
+                echo_start(units, self.instruction_words, source_words),
+                restart_start(prefix_units, units, self.unit)]
         cuts = [cut for cut in cuts if cut is not None]
         if cuts:
             length, degenerate = _end_of_units(draft_text, units, min(cuts)), True

@@ -1,7 +1,15 @@
 """The one-line translation guards: line breaks, loops (one copy kept), and the final budget."""
 import pytest
 
-from policies.degenerate import DraftGuard, echo_start, final_budget, foreign_script_start, line_end, loop_start
+from policies.degenerate import (
+    DraftGuard,
+    echo_start,
+    final_budget,
+    foreign_script_start,
+    line_end,
+    loop_start,
+    restart_start,
+)
 
 
 def test_line_end():
@@ -78,3 +86,27 @@ def test_final_budget_follows_the_source():
     assert final_budget(500, 0, 2.0, 8, 256) == 256    # never above the cap
     with pytest.raises(ValueError):
         final_budget(13, 0, 0.0, 8, 256)
+
+
+def test_a_draft_that_starts_the_translation_again_is_cut_where_the_restart_begins():
+    # Seen on the embedded model: after a committed loop the model starts over ("Wir müssen die ...").
+    prefix = "Wir müssen die Sie.".split()
+    assert restart_start(prefix, " Wir müssen die Anzahl".split(), "word") == 0
+    assert restart_start(prefix, " reduzieren. wir müssen, die".split(), "word") == 1  # case and commas ignored
+    assert restart_start([], "So warum hat der Match So warum hat".split(), "word") == 5
+    guard = DraftGuard("word", "de", INSTRUCTIONS)
+    draft = " Anzahl der Menschen. Wir müssen die"
+    length, degenerate = guard.usable_length(prefix, draft)
+    assert degenerate and draft[:length] == " Anzahl der Menschen."
+
+
+@pytest.mark.parametrize("prefix, draft, unit", [
+    ("Wir müssen", "die Anzahl der", "word"),              # fewer than three units in all: nothing to compare
+    ("Vielen Dank,", "vielen Dank.", "word"),              # a two-word phrase said twice is language
+    ("Die Daten", "die wir haben, die Daten", "word"),     # two opening words again, not three
+    ("", "我们的模型很好，我们的方法", "char"),              # three characters again, not four
+])
+def test_repeated_openings_shorter_than_a_restart_are_kept(prefix, draft, unit):
+    from policies.units import split_units
+
+    assert restart_start(split_units(prefix, unit), split_units(draft, unit), unit) is None
