@@ -12,6 +12,7 @@ import soundfile
 
 import eval_configs
 from agents.harness.audio import AudioError, normalized_wav
+from agents.harness.config import read_yaml
 from agents.simulstream_cli import CommandError, main, prepare_wav_list, processor_config
 
 RATE = 16_000
@@ -89,12 +90,27 @@ def test_processor_config_checks_agent_and_chunk_size(tmp_path):
         processor_config("agents.nope:Agent", None, [])
     with pytest.raises(CommandError, match="not a simulstream SpeechProcessor"):
         processor_config("agents.alignatt4llm:TextAgent", None, [])
+    (tmp_path / "no_chunk.yaml").write_text("model: embedded\n")
     with pytest.raises(CommandError, match="speech_chunk_size"):
-        processor_config("agents.alignatt4llm:Agent", None, [])
+        processor_config("agents.alignatt4llm:Agent", str(tmp_path / "no_chunk.yaml"), [])
     values = processor_config("agents.alignatt4llm:Agent", str(eval_configs.path("alignatt4llm_cpu")),
                               ["speech_chunk_size=0.85", "hold_back=0"])
     assert values["type"] == "agents.alignatt4llm.Agent"
     assert values["speech_chunk_size"] == 0.85 and values["hold_back"] == 0
+
+
+@pytest.mark.parametrize("agent,preset", [("agents.alignatt4llm:Agent", "alignatt4llm_cpu"),
+                                          ("agents.ssbd:Agent", "ssbd_cpu"), ("agents.waitk_gpe:Agent", "waitk_gpe_cpu")])
+def test_an_agent_without_config_runs_its_embedded_cpu_preset(agent, preset):
+    values = processor_config(agent, None, ["hold_back=0"])
+    shipped = read_yaml(eval_configs.path(preset))
+    assert values == {**shipped, "hold_back": 0}  # the preset, the override, nothing else
+    assert values["model"] == "embedded" and values["asr_model"] == "embedded"
+
+
+def test_an_agent_without_an_embedded_preset_asks_for_a_config():
+    with pytest.raises(CommandError, match="agents.star:Agent has no embedded default operating point: give --config"):
+        processor_config("agents.star:Agent", None, [])
 
 
 def test_cli_refuses_an_unsupported_language_pair_before_loading(tmp_path, capsys):
