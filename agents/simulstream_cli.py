@@ -65,12 +65,10 @@ def agent_type(spec: str) -> str:
     return ".".join(split_agent_spec(spec))
 
 
-def default_config(spec: str) -> Path:
-    """The shipped preset an agent runs when no --config is given (its embedded CPU operating point)."""
+def default_config(spec: str) -> Path | None:
+    """The shipped preset an agent runs when no --config is given (its embedded CPU operating point), if it has one."""
     preset = getattr(agent_class(spec), "default_preset", None)
-    if preset is None:
-        raise CommandError(f"--agent {spec} has no embedded default operating point: give --config FILE")
-    return eval_configs.path(preset)
+    return eval_configs.path(preset) if preset else None
 
 
 def parse_overrides(overrides: list[str]) -> dict:
@@ -87,13 +85,15 @@ def parse_overrides(overrides: list[str]) -> dict:
 def processor_config(agent: str, config_path: str | None, overrides: list[str]) -> dict:
     """The simulstream processor YAML as a dict: the agent's `type`, our YAML (default: the agent's embedded CPU
     preset), `key=value` overrides, defaults."""
-    values = {**read_yaml(config_path or default_config(agent)), **parse_overrides(overrides)}
+    config_path = config_path or default_config(agent)
+    values = {**(read_yaml(config_path) if config_path else {}), **parse_overrides(overrides)}
     values["type"] = agent_type(agent)
     for key, value in DETOKENIZER_DEFAULTS.items():
         values.setdefault(key, value)
     if "speech_chunk_size" not in values:
-        raise CommandError("speech_chunk_size (seconds per chunk) is not set: give it in --config or --set "
-                           "speech_chunk_size=0.85")
+        preset = "" if config_path else f" ({agent} has no embedded default operating point)"
+        raise CommandError(f"speech_chunk_size (seconds per chunk) is not set{preset}: give it in --config or --set "
+                           f"speech_chunk_size=0.85")
     return values
 
 

@@ -109,7 +109,7 @@ def test_an_agent_without_config_runs_its_embedded_cpu_preset(agent, preset):
 
 
 def test_an_agent_without_an_embedded_preset_asks_for_a_config():
-    with pytest.raises(CommandError, match="agents.star:Agent has no embedded default operating point: give --config"):
+    with pytest.raises(CommandError, match="not set .agents.star:Agent has no embedded default operating point.: give"):
         processor_config("agents.star:Agent", None, [])
 
 

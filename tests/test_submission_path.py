@@ -23,7 +23,9 @@ pytestmark = [pytest.mark.real_model, pytest.mark.harness]
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SENTENCES = [("Good morning everyone.", "Guten Morgen zusammen."),
-             ("Today I will talk about the price of energy.", "Heute spreche ich über den Preis der Energie.")]
+             ("Today I will talk about the price of energy.", "Heute spreche ich über den Preis der Energie."),
+             ("Last year the price of electricity rose quickly.", "Letztes Jahr stieg der Strompreis schnell."),
+             ("The new plan starts in the year 2025.", "Der neue Plan beginnt im Jahr 2025.")]
 PROXY_TYPE = "simulstream.server.speech_processors.remote.http_proxy_speech_processor.HttpProxySpeechProcessor"
 
 
@@ -88,3 +90,84 @@ def test_the_simulstream_command_with_no_config_runs_the_embedded_default(talk, 
     effective = yaml.safe_load(Path(f"{log}.config.yaml").read_text())
     assert effective == yaml.safe_load(eval_configs.path("alignatt4llm_cpu").read_text())
     assert final_text(log, Path(f"{log}.config.yaml")) == reference_text
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# The server command of the CPU container (docker/Dockerfile.cpu), on loopback and a free port here.
+HTTP_SERVER_COMMAND = ["--agent", "agents.alignatt4llm:Agent", "--serve-http", "--pool-size", "1"]
+
+
+@pytest.fixture(scope="module")
+def http_server(talk, embedded_model_path):
+    """The package's HTTP server (simulstream's session manager and handler), pool of one, on 127.0.0.1."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agents.simulstream_cli", *HTTP_SERVER_COMMAND, "--host", "127.0.0.1", "--port",
+         str(port), "--metrics-log", str(talk / "http_server" / "metrics.jsonl")],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 300
+        while True:
+            assert server.poll() is None, server.stdout.read()
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.time() < deadline, "the HTTP server did not start within 300 s"
+            time.sleep(1)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def proxy_config(folder: Path, port: int) -> Path:
+    """The organizers' side: simulstream's HttpProxySpeechProcessor pointed at the server (docs/submission.md)."""
+    path = folder / "http_proxy.yaml"
+    path.write_text(yaml.safe_dump({"type": PROXY_TYPE, "hostname": "127.0.0.1", "port": port,
+                                    "detokenizer_type": "simuleval", "latency_unit": "char"}))
+    return path
+
+
+def test_served_over_http_the_text_equals_the_in_process_run_and_the_log_scores(talk, reference_text, http_server,
+                                                                                 tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    proxy = proxy_config(tmp_path, http_server)
+    run([BIN / "simulstream_inference", "--speech-processor-config", proxy, "--wav-list-file", talk / "wavs.txt",
+         "--src-lang", "English", "--tgt-lang", "German", "--metrics-log-file", log])
+    assert final_text(log, proxy) == reference_text
+    out = tmp_path / "omnisteval"
+    run([BIN / "omnisteval", "longform", "--speech_segmentation", talk / "segments.yaml",
+         "--ref_sentences_file", talk / "ref.de", "--hypothesis_file", log, "--hypothesis_format", "simulstream",
+         "--simulstream_config_file", proxy, "--word_level", "--lang", "de", "--output_folder", out])
+    scores = dict(line.split("\t")[:2] for line in (out / "scores.tsv").read_text().splitlines() if "\t" in line)
+    cu = float(next(v for k, v in scores.items() if "YAAL" in k and "CU" in k))
+    ca = float(next(v for k, v in scores.items() if "YAAL" in k and "CA" in k))
+    assert 0 < cu <= ca  # the computation (and the HTTP round trips) count in CA
+    assert float(next(v for k, v in scores.items() if k.startswith("BLEU"))) > 0
+
+
+def test_a_session_beyond_the_pool_is_refused_at_once_and_bad_input_is_named(http_server, tmp_path):
+    import urllib.error
+
+    from simulstream.server.speech_processors.remote.http_proxy_speech_processor import HttpProxySpeechProcessor
+
+    config = SimpleNamespace(hostname="127.0.0.1", port=http_server)
+    first, second = HttpProxySpeechProcessor(config), HttpProxySpeechProcessor(config)
+    assert first.speech_chunk_size == 2.5  # takes the pool's only processor
+    started = time.time()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        second.set_target_language("de")
+    assert time.time() - started < 10  # refused, not queued
+    assert refused.value.code == 503 and "busy" in refused.value.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as bad_language:
+        first.set_target_language("Klingon")
+    assert bad_language.value.code == 400
+    assert re.search(r"unknown language 'Klingon'.*zh \(Chinese\)", bad_language.value.read().decode())
+    first.clear()  # the session ends: its processor returns to the pool
+    second.set_target_language("Italian")
+    second.clear()
