@@ -2,6 +2,8 @@
 
     simulstream --agent agents.alignatt4llm:Agent --config eval_configs/alignatt4llm_cpu.yaml ...   (speech cascade)
     simuleval --agent-class agents.alignatt4llm.TextAgent --config eval_configs/alignatt4llm_text_cpu.yaml ...
+    simuleval --agent agents/alignatt4llm.py ...   (SimulEval's file form: TextAgent; add --agent-class
+        agents.alignatt4llm.WaitkTextAgent for the baseline)
 """
 from __future__ import annotations
 
@@ -13,4 +15,4 @@ AGENT_MODULES = {
     "WaitkTextAgent": "agents.alignatt4llm_simuleval",
 }
 
-__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES)
+__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES, simuleval_agent="TextAgent")

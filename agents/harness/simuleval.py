@@ -130,8 +130,10 @@ def run_simuleval_cli(arguments: Sequence[str]) -> list[dict]:
     from pathlib import Path
 
     from simuleval import cli
+    from simuleval.utils.agent import EVALUATION_SYSTEM_LIST
 
     arguments = list(arguments)
+    EVALUATION_SYSTEM_LIST.clear()  # SimulEval's registry of agents (module-global): empty, as in a fresh process
     if "--output" not in arguments:
         raise ValueError("run_simuleval_cli needs --output DIR to read the instances back")
     previous, sys.argv = sys.argv, ["simuleval", *arguments]
