@@ -138,6 +138,28 @@ def test_slower_than_real_time_system_gets_ca_above_cu_with_fake_slow_agent(talk
     assert (out / "table.md").read_text().count("| en→de |") == 1
 
 
+def test_mp4_talks_and_language_names_score_as_their_wavs_with_fake_agent(talks, tmp_path, monkeypatch):
+    """The talks as MP4 (lossless ALAC, so the audio is the same samples) and `--tgt-lang German`: the same scores."""
+    from media import encode_audio
+
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    stems = [Path(name).stem for name in talks["wav_list"].read_text().split()]
+    for stem in stems:
+        audio, rate = soundfile.read(talks["wav_list"].parent / f"{stem}.wav", dtype="float32")
+        encode_audio(audio, rate, tmp_path / f"{stem}.mp4", "alac")
+    mp4_list = write_lines(tmp_path / "mp4s.txt", [f"{stem}.mp4" for stem in stems])
+    scores = {}
+    for kind, wav_list, language in (("wav", talks["wav_list"], "de"), ("mp4", mp4_list, "German")):
+        arguments = eval_args({**talks, "wav_list": wav_list}, tmp_path / kind, "fake_agents:FakeSlowSpeechProcessor",
+                              "--set", "speech_chunk_size=1.0")
+        arguments[arguments.index("--tgt-lang") + 1] = language
+        assert simulagents(arguments) == 0
+        scores[kind] = report_results(tmp_path / kind)["default"]["scores"]
+    for metric in ("BLEU", "chrF", "LongYAAL (CU)", "StreamLAAL (CU)"):
+        assert scores["mp4"][metric] == scores["wav"][metric], metric
+    assert (tmp_path / "mp4" / "table.md").read_text().count("| en→de |") == 1
+
+
 @pytest.mark.real_model
 @pytest.mark.harness
 def test_speech_report_equals_the_official_tools_run_by_hand(talks, tmp_path, embedded_model_path):

@@ -171,3 +171,27 @@ def test_a_session_beyond_the_pool_is_refused_at_once_and_bad_input_is_named(htt
     first.clear()  # the session ends: its processor returns to the pool
     second.set_target_language("Italian")
     second.clear()
+
+
+@pytest.mark.parametrize("codec", ["alac", "aac"])
+def test_an_mp4_talk_streams_and_gives_the_text_of_its_wav(talk, reference_text, tmp_path, codec):
+    """Lossless ALAC in MP4: exactly the WAV's text. AAC (lossy, how talks are shipped): the recogniser hears
+    slightly different audio, so a word may change, but it is the same translation."""
+    import soundfile
+    from sacrebleu.metrics import CHRF
+
+    from agents.simulstream_cli import main
+    from media import encode_audio
+
+    audio, rate = soundfile.read(str(talk / "energy.wav"), dtype="float32")
+    encode_audio(audio, rate, tmp_path / "energy.mp4", codec, bit_rate=128_000 if codec == "aac" else None)
+    (tmp_path / "talks.txt").write_text("energy.mp4\n")
+    log = tmp_path / "metrics.jsonl"
+    assert main(["--agent", "agents.alignatt4llm:Agent", "--config", str(eval_configs.path("alignatt4llm_cpu")),
+                 "--wav-list", str(tmp_path / "talks.txt"), "--src-lang", "en", "--tgt-lang", "de",
+                 "--metrics-log", str(log)]) == 0
+    text = final_text(log, Path(f"{log}.config.yaml"))
+    if codec == "alac":
+        assert text == reference_text
+    else:
+        assert CHRF().sentence_score(text, [reference_text]).score >= 80, (text, reference_text)
