@@ -157,8 +157,13 @@ def serve_http(config: dict, metrics_log: Path, host: str, port: int, pool_size:
     from agents.harness.http_server import serve as serve_forever
 
     server_file = metrics_log.with_name(metrics_log.name + ".http_server.yaml")
-    server_file.write_text(yaml.safe_dump({"hostname": host, "port": port, "pool_size": pool_size, "ttl": ttl}))
+    server_file.write_text(yaml.safe_dump(http_server_config(host, port, pool_size, ttl)))
     serve_forever(server_file, effective_config_path(metrics_log))
+
+
+def http_server_config(host: str, port: int, pool_size: int, ttl: float) -> dict:
+    """simulstream's HTTP server YAML (docker/http_server.yaml is the containers' one)."""
+    return {"hostname": host, "port": port, "pool_size": pool_size, "ttl": ttl}
 
 
 def effective_config_path(metrics_log: Path) -> Path:

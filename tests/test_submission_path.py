@@ -98,17 +98,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-# The server command of the CPU container (docker/Dockerfile.cpu), on loopback and a free port here.
-HTTP_SERVER_COMMAND = ["--agent", "agents.alignatt4llm:Agent", "--serve-http", "--pool-size", "1"]
-
-
 @pytest.fixture(scope="module")
 def http_server(talk, embedded_model_path):
-    """The package's HTTP server (simulstream's session manager and handler), pool of one, on 127.0.0.1."""
+    """The CPU container's command (docker/Dockerfile.cpu: the package's HTTP server, simulstream's session manager
+    and handler, pool of one), run here with the later flags putting it on 127.0.0.1 and a free port."""
+    from test_docker_kits import container_command
+
+    command = container_command("cpu")
+    assert command[0] == "simulstream"
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "agents.simulstream_cli", *HTTP_SERVER_COMMAND, "--host", "127.0.0.1", "--port",
-         str(port), "--metrics-log", str(talk / "http_server" / "metrics.jsonl")],
+        [sys.executable, "-m", "agents.simulstream_cli", *command[1:], "--host", "127.0.0.1", "--port", str(port),
+         "--metrics-log", str(talk / "http_server" / "metrics.jsonl")],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 300
@@ -126,10 +127,11 @@ def http_server(talk, embedded_model_path):
 
 
 def proxy_config(folder: Path, port: int) -> Path:
-    """The organizers' side: simulstream's HttpProxySpeechProcessor pointed at the server (docs/submission.md)."""
+    """The organizers' side: the shipped docker/http_proxy.yaml (simulstream's HttpProxySpeechProcessor) on `port`."""
+    values = yaml.safe_load((REPO / "docker" / "http_proxy.yaml").read_text())
+    assert values["type"] == PROXY_TYPE
     path = folder / "http_proxy.yaml"
-    path.write_text(yaml.safe_dump({"type": PROXY_TYPE, "hostname": "127.0.0.1", "port": port,
-                                    "detokenizer_type": "simuleval", "latency_unit": "char"}))
+    path.write_text(yaml.safe_dump({**values, "port": port}))
     return path
 
 
