@@ -121,10 +121,11 @@ def build_config(config_class: Type[T], values: dict) -> T:
     return config
 
 
-def config_from_namespace(config_class: Type[T], namespace: Any) -> T:
-    """From argparse args or simulstream's SimpleNamespace: YAML named by `config` first, then attributes."""
+def config_from_namespace(config_class: Type[T], namespace: Any, default_config: str | Path | None = None) -> T:
+    """From argparse args or simulstream's SimpleNamespace: YAML named by `config` (else `default_config`) first,
+    then attributes."""
     values: dict = {}
-    config_path = getattr(namespace, "config", None)
+    config_path = getattr(namespace, "config", None) or default_config
     if config_path:
         values.update(read_yaml(config_path))
     names = {field.name for field in dataclasses.fields(config_class)}
