@@ -94,6 +94,11 @@ def test_bad_test_sets_are_refused_with_the_problem_named(talks, tmp_path):
     one_wav = write_lines(tmp_path / "one.txt", [str(talks["wav_list"].parent / "talkA.wav")])
     with pytest.raises(ValueError, match="segments of talkB, which .* does not list"):
         data.speech_set(one_wav, talks["segments"], talks["reference"], "en", "de")
+    (tmp_path / "talkB.wav").write_bytes(b"RIFF but not audio")
+    broken = write_lines(tmp_path / "broken.txt", [str(talks["wav_list"].parent / "talkA.wav"),
+                                                   str(tmp_path / "talkB.wav")])
+    with pytest.raises(ValueError, match="cannot read audio file .*talkB.wav"):
+        data.speech_set(broken, talks["segments"], talks["reference"], "en", "de")
     blank = write_lines(tmp_path / "blank.txt", ["one line", ""])
     with pytest.raises(ValueError, match=r"source lines \[2\] .* empty"):
         data.text_set(blank, write_lines(tmp_path / "two_refs.txt", ["a", "b"]), "en", "de")

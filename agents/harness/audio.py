@@ -80,21 +80,35 @@ def read_wav_info(path) -> tuple[int, int, str]:
     return info.samplerate, info.channels, info.subtype
 
 
-def decode_audio(path) -> tuple[np.ndarray, int]:
-    """The first audio track of any container FFmpeg reads (WAV, FLAC, MP3, MP4/M4A, OGG, ...) as float32
-    [frames, channels] at its own sample rate, decoded with PyAV; AudioError naming the file if it has no audio track
-    or cannot be decoded."""
+def _open_audio(path):
+    """(PyAV container, its first audio stream), or AudioError naming the file."""
     import av
 
     try:
         container = av.open(str(path))
     except (av.FFmpegError, OSError) as error:
         raise AudioError(f"cannot read audio file {path}: {error}") from None
+    if not container.streams.audio:
+        kinds = ", ".join(stream.type for stream in container.streams) or "none"
+        container.close()
+        raise AudioError(f"{path} has no audio track (its streams: {kinds}); give a file with speech in it")
+    return container, container.streams.audio[0]
+
+
+def check_audio_file(path) -> None:
+    """AudioError naming `path` unless a container FFmpeg reads, with an audio track (reads headers only)."""
+    container, _ = _open_audio(path)
+    container.close()
+
+
+def decode_audio(path) -> tuple[np.ndarray, int]:
+    """The first audio track of any container FFmpeg reads (WAV, FLAC, MP3, MP4/M4A, OGG, ...) as float32
+    [frames, channels] at its own sample rate, decoded with PyAV; AudioError naming the file if it has no audio track
+    or cannot be decoded."""
+    import av
+
+    container, stream = _open_audio(path)
     with container:
-        if not container.streams.audio:
-            kinds = ", ".join(stream.type for stream in container.streams) or "none"
-            raise AudioError(f"{path} has no audio track (its streams: {kinds}); give a file with speech in it")
-        stream = container.streams.audio[0]
         to_float = av.AudioResampler(format="fltp")  # same layout and rate; planar float: [channels, samples]
         pieces = []
         try:
