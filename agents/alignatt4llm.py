@@ -2,6 +2,8 @@
 
     simulstream --agent agents.alignatt4llm:Agent --config eval_configs/alignatt4llm_cpu.yaml ...   (speech cascade)
     simuleval --agent-class agents.alignatt4llm.TextAgent --config eval_configs/alignatt4llm_text_cpu.yaml ...
+    simuleval --agent agents/alignatt4llm.py ...   (SimulEval's file form: TextAgent; add --agent-class
+        agents.alignatt4llm.WaitkTextAgent for the baseline)
 
 with their peers on the same models: `WaitkTextAgent` (wait-k), `LocalAgreementTextAgent` and the speech
 `LocalAgreementAgent` (LocalAgreement-2 ASR + LocalAgreement MT, the IWSLT 2026 baseline's rules).
@@ -18,4 +20,4 @@ AGENT_MODULES = {
     "LocalAgreementTextAgent": "agents.alignatt4llm_simuleval",
 }
 
-__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES)
+__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES, simuleval_agent="TextAgent")

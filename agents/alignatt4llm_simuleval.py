@@ -14,6 +14,7 @@ class TextAgent(StreamingTextAgent):
     __module__ = "agents.alignatt4llm"  # its public home: harnesses match classes by this name
 
     config_class = AlignAttConfig
+    default_preset = "alignatt4llm_text_cpu"  # what runs when no --config is given
 
     @classmethod
     def build_translator(cls, config: AlignAttConfig) -> AlignAttTranslator:
@@ -26,6 +27,7 @@ class WaitkTextAgent(StreamingTextAgent):
     __module__ = "agents.alignatt4llm"  # its public home: harnesses match classes by this name
 
     config_class = WaitkConfig
+    default_preset = "waitk_text_cpu"
 
     @classmethod
     def build_translator(cls, config: WaitkConfig) -> WaitkTranslator:

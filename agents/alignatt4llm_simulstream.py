@@ -17,6 +17,7 @@ class Agent(StreamingSpeechProcessor):
     __module__ = "agents.alignatt4llm"  # its public home: harnesses match classes by this name
 
     config_class = CascadeConfig
+    default_preset = "alignatt4llm_cpu"  # eval_configs/alignatt4llm_cpu.yaml: what runs when no --config is given
 
     @classmethod
     def check_config(cls, config: CascadeConfig) -> None:

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 from agents import datasets
 from agents.evaluation import command as evaluation
 from agents.evaluation.runs import EvaluationError
+from agents.harness.config import language_arg
 
 
 def _print(message: str) -> None:
@@ -23,8 +24,8 @@ def add_calibrate_heads_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec for backends.models.load_causal_lm "
                         "(a local HF directory, 'embedded', a .gguf file, or a repo id in the local HF cache)")
     parser.add_argument("--alignments", required=True, type=Path, help="word-alignment JSON (word_alignments_*.json)")
-    parser.add_argument("--source-lang", default="en")
-    parser.add_argument("--target-lang", required=True)
+    parser.add_argument("--source-lang", type=language_arg, default="en", help="an ISO code or name (default: en)")
+    parser.add_argument("--target-lang", type=language_arg, required=True, help="an ISO code or name, e.g. de")
     parser.add_argument("--split", choices=datasets.SPLITS, default="calibration",
                         help="MCIF talk split of the pairs to use (default: calibration; 'all' uses every pair and is "
                              "the only choice for alignments that are not MCIF en-X lines)")
@@ -124,7 +125,8 @@ def calibrate_heads_command(args: argparse.Namespace) -> int:
 # -- prepare-mcif --------------------------------------------------------------------------------------------------
 
 def add_prepare_mcif_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target-lang", required=True, help="reference language (de, it, zh)")
+    parser.add_argument("--target-lang", type=language_arg, required=True,
+                        help="reference language (de, it, zh; or its name)")
     parser.add_argument("--split", choices=datasets.SPLITS, default="evaluation",
                         help="MCIF talk split (default: evaluation; calibration talks are for head calibration only)")
     parser.add_argument("--data-dir", type=Path, default=None,

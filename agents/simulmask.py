@@ -2,6 +2,7 @@
 asked for:
 
     simuleval --agent-class agents.simulmask.TextAgent --config eval_configs/simulmask_text_gpu.yaml ...
+    simuleval --agent agents/simulmask.py ...   (SimulEval's file form: TextAgent)
 """
 from __future__ import annotations
 
@@ -11,4 +12,4 @@ AGENT_MODULES = {
     "TextAgent": "agents.simulmask_simuleval",
 }
 
-__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES)
+__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES, simuleval_agent="TextAgent")

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import yaml
 
+import eval_configs
 from agents.harness.audio import AudioError, normalized_wav
-from agents.harness.config import ConfigError, read_yaml
+from agents.harness.config import ConfigError, language_arg, read_yaml
 
 # What simulstream's scorers need to rebuild the text from our tokens: units carry their leading space.
 DETOKENIZER_DEFAULTS = {"detokenizer_type": "simuleval", "latency_unit": "char"}
@@ -31,13 +32,19 @@ class CommandError(RuntimeError):
     """A command-line problem with a message that says the fix."""
 
 
-def agent_type(spec: str) -> str:
-    """'pkg.module:Class' or 'pkg.module.Class' -> simulstream's dotted `type:`, checked to import."""
+def split_agent_spec(spec: str) -> tuple[str, str]:
+    """'pkg.module:Class' or 'pkg.module.Class' -> (module, class name)."""
     module_name, sep, class_name = spec.partition(":")
     if not sep:
         module_name, _, class_name = spec.rpartition(".")
     if not module_name or not class_name:
         raise CommandError(f"--agent must look like MODULE:CLASS (e.g. agents.alignatt4llm:Agent), got {spec!r}")
+    return module_name, class_name
+
+
+def agent_class(spec: str) -> type:
+    """The class `spec` names, checked to import and to be a simulstream SpeechProcessor."""
+    module_name, class_name = split_agent_spec(spec)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
@@ -46,9 +53,22 @@ def agent_type(spec: str) -> str:
         raise CommandError(f"--agent {spec}: module {module_name!r} has no class {class_name!r}")
     from simulstream.server.speech_processors import SpeechProcessor
 
-    if not (isinstance(getattr(module, class_name), type) and issubclass(getattr(module, class_name), SpeechProcessor)):
+    cls = getattr(module, class_name)
+    if not (isinstance(cls, type) and issubclass(cls, SpeechProcessor)):
         raise CommandError(f"--agent {spec}: {class_name} is not a simulstream SpeechProcessor")
-    return f"{module_name}.{class_name}"
+    return cls
+
+
+def agent_type(spec: str) -> str:
+    """simulstream's dotted `type:` for `--agent spec` (e.g. agents.alignatt4llm.Agent), checked to import."""
+    agent_class(spec)
+    return ".".join(split_agent_spec(spec))
+
+
+def default_config(spec: str) -> Path | None:
+    """The shipped preset an agent runs when no --config is given (its embedded CPU operating point), if it has one."""
+    preset = getattr(agent_class(spec), "default_preset", None)
+    return eval_configs.path(preset) if preset else None
 
 
 def parse_overrides(overrides: list[str]) -> dict:
@@ -63,14 +83,17 @@ def parse_overrides(overrides: list[str]) -> dict:
 
 
 def processor_config(agent: str, config_path: str | None, overrides: list[str]) -> dict:
-    """The simulstream processor YAML as a dict: the agent's `type`, our YAML, `key=value` overrides, defaults."""
+    """The simulstream processor YAML as a dict: the agent's `type`, our YAML (default: the agent's embedded CPU
+    preset), `key=value` overrides, defaults."""
+    config_path = config_path or default_config(agent)
     values = {**(read_yaml(config_path) if config_path else {}), **parse_overrides(overrides)}
     values["type"] = agent_type(agent)
     for key, value in DETOKENIZER_DEFAULTS.items():
         values.setdefault(key, value)
     if "speech_chunk_size" not in values:
-        raise CommandError("speech_chunk_size (seconds per chunk) is not set: give it in --config or --set "
-                           "speech_chunk_size=0.85")
+        preset = "" if config_path else f" ({agent} has no embedded default operating point)"
+        raise CommandError(f"speech_chunk_size (seconds per chunk) is not set{preset}: give it in --config or --set "
+                           f"speech_chunk_size=0.85")
     return values
 
 
@@ -128,6 +151,21 @@ def serve(config: dict, metrics_log: Path, host: str, port: int, pool_size: int)
         server_config=str(server_file), speech_processor_config=str(effective_config_path(metrics_log)))))
 
 
+def serve_http(config: dict, metrics_log: Path, host: str, port: int, pool_size: int, ttl: float) -> None:
+    """simulstream's HTTP speech-processor server with this agent (blocks): what `HttpProxySpeechProcessor`, the
+    IWSLT organizers' client, talks to. Metrics are logged by that client, not here."""
+    from agents.harness.http_server import serve as serve_forever
+
+    server_file = metrics_log.with_name(metrics_log.name + ".http_server.yaml")
+    server_file.write_text(yaml.safe_dump(http_server_config(host, port, pool_size, ttl)))
+    serve_forever(server_file, effective_config_path(metrics_log))
+
+
+def http_server_config(host: str, port: int, pool_size: int, ttl: float) -> dict:
+    """simulstream's HTTP server YAML (docker/http_server.yaml is the containers' one)."""
+    return {"hostname": host, "port": port, "pool_size": pool_size, "ttl": ttl}
+
+
 def effective_config_path(metrics_log: Path) -> Path:
     return metrics_log.with_name(metrics_log.name + ".config.yaml")
 
@@ -136,24 +174,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         "simulstream", description="Run a simulagents agent with simulstream's inference runner or websocket server.")
     parser.add_argument("--agent", required=True, help="MODULE:CLASS, e.g. agents.alignatt4llm:Agent")
-    parser.add_argument("--config", help="processor YAML (e.g. eval_configs/alignatt4llm_cpu.yaml)")
+    parser.add_argument("--config", help="processor YAML (default: the agent's embedded CPU preset, e.g. "
+                                         "eval_configs/alignatt4llm_cpu.yaml)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one YAML key")
     parser.add_argument("--wav-list", help="text file, one wav per line (relative to the file); runs inference")
-    parser.add_argument("--src-lang", help="source language code, e.g. en")
-    parser.add_argument("--tgt-lang", help="target language code, e.g. de")
+    parser.add_argument("--src-lang", type=language_arg, help="source language: an ISO code or name, e.g. en or English")
+    parser.add_argument("--tgt-lang", type=language_arg, help="target language: an ISO code or name, e.g. de or German")
     parser.add_argument("--metrics-log", default="metrics.jsonl", help="where simulstream writes its metrics log")
     parser.add_argument("--serve", action="store_true", help="start simulstream's websocket server instead")
+    parser.add_argument("--serve-http", action="store_true",
+                        help="start simulstream's HTTP speech-processor server instead (for HttpProxySpeechProcessor: "
+                             "the IWSLT 2026 container path, docs/submission.md)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--pool-size", type=int, default=1, help="processors in the server pool (streams at once)")
+    parser.add_argument("--session-ttl", type=float, default=600.0,
+                        help="--serve-http: seconds a session may stay idle before its processor is cleared")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if not args.serve and not args.wav_list:
-            raise CommandError("give --wav-list FILE to run inference, or --serve to start the websocket server")
+        if args.serve and args.serve_http:
+            raise CommandError("--serve (websocket) and --serve-http are two servers: choose one")
+        if not (args.serve or args.serve_http or args.wav_list):
+            raise CommandError("give --wav-list FILE to run inference, --serve to start the websocket server or "
+                               "--serve-http to start the HTTP server")
+        if args.pool_size < 1 or args.session_ttl <= 0:
+            raise CommandError("--pool-size must be >= 1 and --session-ttl > 0 seconds")
         config = processor_config(args.agent, args.config, args.set)
         metrics_log = Path(args.metrics_log).resolve()
         metrics_log.parent.mkdir(parents=True, exist_ok=True)
@@ -168,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
             check(config, args.src_lang, args.tgt_lang)
         if args.serve:
             serve(config, metrics_log, args.host, args.port, args.pool_size)
+            return 0
+        if args.serve_http:
+            serve_http(config, metrics_log, args.host, args.port, args.pool_size, args.session_ttl)
             return 0
         wavs = prepare_wav_list(args.wav_list, metrics_log.with_name(metrics_log.name + ".wavs"))
         run_inference(config, wavs, metrics_log, args.src_lang, args.tgt_lang)

@@ -2,6 +2,7 @@
 
     simulstream --agent agents.ssbd:Agent --config eval_configs/ssbd_cpu.yaml ...        (ASR -> SSBD, revisions)
     simuleval --agent-class agents.ssbd.TextAgent --config eval_configs/ssbd_text_cpu.yaml ...   (final text)
+    simuleval --agent agents/ssbd.py ...   (SimulEval's file form: TextAgent)
 """
 from __future__ import annotations
 
@@ -12,4 +13,4 @@ AGENT_MODULES = {
     "TextAgent": "agents.ssbd_simuleval",
 }
 
-__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES)
+__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES, simuleval_agent="TextAgent")

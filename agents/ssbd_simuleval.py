@@ -21,6 +21,7 @@ class TextAgent(StreamingTextAgent):
     __module__ = "agents.ssbd"  # its public home: harnesses match classes by this name
 
     config_class = SSBDConfig
+    default_preset = "ssbd_text_cpu"  # what runs when no --config is given
 
     @classmethod
     def build_translator(cls, config: SSBDConfig) -> SSBDTranslator:

@@ -16,6 +16,7 @@ class Agent(StreamingSpeechProcessor):
     __module__ = "agents.ssbd"  # its public home: harnesses match classes by this name
 
     config_class = SSBDCascadeConfig
+    default_preset = "ssbd_cpu"  # eval_configs/ssbd_cpu.yaml: what runs when no --config is given
 
     @classmethod
     def shared_key(cls, config: SSBDCascadeConfig) -> tuple:

@@ -2,6 +2,7 @@
 
     simuleval --agent-class agents.star.SpeechAgent --checkpoint runs/star/star --source ... --target ...
     simulstream --agent agents.star:Agent --checkpoint runs/star/star ...   (YAML `type: agents.star.Agent`)
+    simuleval --agent agents/star.py ...   (SimulEval's file form: SpeechAgent)
 """
 from __future__ import annotations
 
@@ -12,4 +13,4 @@ AGENT_MODULES = {
     "SpeechAgent": "agents.star_simuleval",
 }
 
-__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES)
+__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES, simuleval_agent="SpeechAgent")

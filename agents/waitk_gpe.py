@@ -2,6 +2,7 @@
 
     simuleval --agent-class agents.waitk_gpe.TextAgent --config eval_configs/waitk_gpe_text_cpu.yaml ...
     simulstream --agent agents.waitk_gpe:Agent --config eval_configs/waitk_gpe_cpu.yaml ...   (speech cascade)
+    simuleval --agent agents/waitk_gpe.py ...   (SimulEval's file form: TextAgent)
 """
 from __future__ import annotations
 
@@ -12,4 +13,4 @@ AGENT_MODULES = {
     "TextAgent": "agents.waitk_gpe_simuleval",
 }
 
-__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES)
+__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES, simuleval_agent="TextAgent")

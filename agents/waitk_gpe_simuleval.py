@@ -13,6 +13,7 @@ class TextAgent(StreamingTextAgent):
     __module__ = "agents.waitk_gpe"  # its public home: harnesses match classes by this name
 
     config_class = GPEConfig
+    default_preset = "waitk_gpe_text_cpu"  # what runs when no --config is given
 
     @classmethod
     def build_translator(cls, config: GPEConfig) -> GPETranslator:

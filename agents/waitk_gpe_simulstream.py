@@ -16,6 +16,7 @@ class Agent(StreamingSpeechProcessor):
     __module__ = "agents.waitk_gpe"  # its public home: harnesses match classes by this name
 
     config_class = GPECascadeConfig
+    default_preset = "waitk_gpe_cpu"  # eval_configs/waitk_gpe_cpu.yaml: what runs when no --config is given
 
     @classmethod
     def shared_key(cls, config) -> tuple:

@@ -96,6 +96,8 @@ class FakeSlowConfig:
     target_lang: str = knob("de", "target language")
     seconds_per_chunk: float = knob(0.0, "computation time to simulate for every chunk (sleep)")
     silent: bool = knob(False, "never emit anything")
+    fail_above: float = knob(0.0, "raise on a chunk whose peak is above this (0: never): a model step that fails on "
+                                  "one stream's input")
 
     def validate(self):
         pass
@@ -111,6 +113,8 @@ class FakeSlowTranslator(SpeechStreamingTranslator):
 
     def feed_audio(self, samples):
         time.sleep(self.config.seconds_per_chunk)
+        if self.config.fail_above and len(samples) and float(abs(samples).max()) > self.config.fail_above:
+            raise RuntimeError(f"fake model step failure on a chunk above {self.config.fail_above}")
         if self.config.silent:
             return Emission()
         return self._emit(Emission(new_units=(f"w{len(self.emitted_units) + 1}",)))

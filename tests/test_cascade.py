@@ -157,7 +157,7 @@ def test_simulstream_agent_refuses_unknown_keys_and_unsupported_pairs_before_loa
     agent = Agent(SimpleNamespace(speech_chunk_size=1.0, model="embedded"))
     with pytest.raises(ConfigError, match="en->fr.*no default head set"):
         agent.set_target_language("fr")
-    with pytest.raises(ConfigError, match="unknown language code 'xx'"):
+    with pytest.raises(ConfigError, match="unknown language 'xx'"):
         agent.set_target_language("xx")
     assert agent.translator is None  # nothing was loaded
 

@@ -94,6 +94,11 @@ def test_bad_test_sets_are_refused_with_the_problem_named(talks, tmp_path):
     one_wav = write_lines(tmp_path / "one.txt", [str(talks["wav_list"].parent / "talkA.wav")])
     with pytest.raises(ValueError, match="segments of talkB, which .* does not list"):
         data.speech_set(one_wav, talks["segments"], talks["reference"], "en", "de")
+    (tmp_path / "talkB.wav").write_bytes(b"RIFF but not audio")
+    broken = write_lines(tmp_path / "broken.txt", [str(talks["wav_list"].parent / "talkA.wav"),
+                                                   str(tmp_path / "talkB.wav")])
+    with pytest.raises(ValueError, match="cannot read audio file .*talkB.wav"):
+        data.speech_set(broken, talks["segments"], talks["reference"], "en", "de")
     blank = write_lines(tmp_path / "blank.txt", ["one line", ""])
     with pytest.raises(ValueError, match=r"source lines \[2\] .* empty"):
         data.text_set(blank, write_lines(tmp_path / "two_refs.txt", ["a", "b"]), "en", "de")
@@ -136,6 +141,28 @@ def test_slower_than_real_time_system_gets_ca_above_cu_with_fake_slow_agent(talk
         assert output.ideal_delays and all(ca - cu >= 1.5 for cu, ca in zip(output.ideal_delays,
                                                                             output.computational_aware_delays))
     assert (out / "table.md").read_text().count("| en→de |") == 1
+
+
+def test_mp4_talks_and_language_names_score_as_their_wavs_with_fake_agent(talks, tmp_path, monkeypatch):
+    """The talks as MP4 (lossless ALAC, so the audio is the same samples) and `--tgt-lang German`: the same scores."""
+    from media import encode_audio
+
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    stems = [Path(name).stem for name in talks["wav_list"].read_text().split()]
+    for stem in stems:
+        audio, rate = soundfile.read(talks["wav_list"].parent / f"{stem}.wav", dtype="float32")
+        encode_audio(audio, rate, tmp_path / f"{stem}.mp4", "alac")
+    mp4_list = write_lines(tmp_path / "mp4s.txt", [f"{stem}.mp4" for stem in stems])
+    scores = {}
+    for kind, wav_list, language in (("wav", talks["wav_list"], "de"), ("mp4", mp4_list, "German")):
+        arguments = eval_args({**talks, "wav_list": wav_list}, tmp_path / kind, "fake_agents:FakeSlowSpeechProcessor",
+                              "--set", "speech_chunk_size=1.0")
+        arguments[arguments.index("--tgt-lang") + 1] = language
+        assert simulagents(arguments) == 0
+        scores[kind] = report_results(tmp_path / kind)["default"]["scores"]
+    for metric in ("BLEU", "chrF", "LongYAAL (CU)", "StreamLAAL (CU)"):
+        assert scores["mp4"][metric] == scores["wav"][metric], metric
+    assert (tmp_path / "mp4" / "table.md").read_text().count("| en→de |") == 1
 
 
 @pytest.mark.real_model

@@ -69,7 +69,7 @@ def test_bad_source_and_language_are_clear_errors(tokenizer):
         builder.build([], "")
     with pytest.raises(PromptError, match="non-empty"):
         builder.build(["two words"], "")
-    with pytest.raises(PromptError, match="unknown language code 'xx'"):
+    with pytest.raises(PromptError, match="unknown language 'xx'"):
         language_name("xx")
     assert language_name("zh-CN") == "Chinese"
     assert isinstance(builder.build(["a"], "").source_positions, np.ndarray)

@@ -139,3 +139,24 @@ def test_console_script_with_the_plugin_dir_scores_chrf(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     header, values = (tmp_path / "out" / "scores.tsv").read_text().splitlines()[:2]
     assert float(dict(zip(header.split("\t"), values.split("\t")))["CHRF"]) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("agent,preset", [("agents.alignatt4llm.TextAgent", "alignatt4llm_text_cpu"),
+                                          ("agents.alignatt4llm.WaitkTextAgent", "waitk_text_cpu"),
+                                          ("agents.ssbd.TextAgent", "ssbd_text_cpu"),
+                                          ("agents.waitk_gpe.TextAgent", "waitk_gpe_text_cpu")])
+def test_a_text_agent_without_config_runs_its_embedded_cpu_preset(agent, preset):
+    """Configuration only: a fake translator is handed in, so no weights load."""
+    import importlib
+
+    import eval_configs
+    from agents.harness.config import add_config_args, build_config, read_yaml
+    from fake_agents import FakeUppercaseTranslator
+
+    module, _, name = agent.rpartition(".")
+    agent_class = getattr(importlib.import_module(module), name)
+    parser = argparse.ArgumentParser()
+    add_config_args(parser, agent_class.config_class)
+    built = agent_class(parser.parse_args(["--target-lang", "Italian"]), translator=FakeUppercaseTranslator(FakeConfig()))
+    expected = build_config(agent_class.config_class, {**read_yaml(eval_configs.path(preset)), "target_lang": "it"})
+    assert built.config == expected

@@ -12,7 +12,9 @@ import soundfile
 
 import eval_configs
 from agents.harness.audio import AudioError, normalized_wav
+from agents.harness.config import read_yaml
 from agents.simulstream_cli import CommandError, main, prepare_wav_list, processor_config
+from media import encode_audio, video_without_audio
 
 RATE = 16_000
 
@@ -52,6 +54,40 @@ def test_odd_wavs_become_16k_mono_int16_with_the_same_stem_and_sound(tmp_path, s
     assert np.corrcoef(heard[: len(expected)], expected)[0, 1] > 0.98
 
 
+@pytest.mark.parametrize("name,codec,rate,channels", [
+    ("talk.mp4", "aac", RATE, 1), ("talk.m4a", "aac", 44100, 2), ("talk.mp3", "libmp3lame", 44100, 2),
+    ("talk.flac", "flac", RATE, 1), ("talk.opus", "libopus", 48000, 1)])
+def test_audio_containers_become_16k_mono_int16_with_the_same_stem_and_sound(tmp_path, sentence_audio, name, codec,
+                                                                             rate, channels):
+    import soxr
+    from simulstream.client.wav_reader_client import read_wav_file
+
+    audio = soxr.resample(sentence_audio, RATE, rate).astype(np.float32) if rate != RATE else sentence_audio
+    try:
+        original = encode_audio(audio * 0.5, rate, tmp_path / name, codec, channels)
+    except Exception as error:  # noqa: BLE001 - an FFmpeg build without this encoder
+        pytest.skip(f"PyAV cannot encode {codec} here: {error}")
+    converted = Path(normalized_wav(original, tmp_path / "converted"))
+    assert converted.name == "talk.wav"
+    sample_rate, samples = read_wav_file(str(converted))  # simulstream's own reader
+    heard = samples.astype(np.float32) / 32768
+    assert sample_rate == RATE and abs(len(heard) - len(sentence_audio)) <= 0.02 * RATE  # codec padding at most
+    length = min(len(heard), len(sentence_audio))
+    assert np.corrcoef(heard[:length], sentence_audio[:length] * 0.5)[0, 1] > 0.98  # same sound, not shifted
+
+
+def test_a_video_without_audio_and_an_undecodable_file_are_refused_with_their_names(tmp_path, sentence_audio):
+    with pytest.raises(AudioError, match="silent_video.mp4 has no audio track .its streams: video."):
+        normalized_wav(video_without_audio(tmp_path / "silent_video.mp4"), tmp_path / "converted")
+    (tmp_path / "garbage.mp3").write_bytes(b"ID3" + bytes(range(256)) * 4)
+    with pytest.raises(AudioError, match="garbage.mp3"):
+        normalized_wav(tmp_path / "garbage.mp3", tmp_path / "converted")
+    write(tmp_path / "ok.wav", sentence_audio, RATE, "PCM_16")
+    (tmp_path / "wavs.txt").write_text("ok.wav\nsilent_video.mp4\n")
+    with pytest.raises(CommandError, match="silent_video.mp4 has no audio track"):
+        prepare_wav_list(str(tmp_path / "wavs.txt"), tmp_path / "c")
+
+
 def test_a_16k_mono_int16_wav_is_used_as_it_is(tmp_path, sentence_audio):
     original = write(tmp_path / "ok.wav", sentence_audio, RATE, "PCM_16")
     assert normalized_wav(original, tmp_path / "converted") == str(original)
@@ -89,12 +125,27 @@ def test_processor_config_checks_agent_and_chunk_size(tmp_path):
         processor_config("agents.nope:Agent", None, [])
     with pytest.raises(CommandError, match="not a simulstream SpeechProcessor"):
         processor_config("agents.alignatt4llm:TextAgent", None, [])
+    (tmp_path / "no_chunk.yaml").write_text("model: embedded\n")
     with pytest.raises(CommandError, match="speech_chunk_size"):
-        processor_config("agents.alignatt4llm:Agent", None, [])
+        processor_config("agents.alignatt4llm:Agent", str(tmp_path / "no_chunk.yaml"), [])
     values = processor_config("agents.alignatt4llm:Agent", str(eval_configs.path("alignatt4llm_cpu")),
                               ["speech_chunk_size=0.85", "hold_back=0"])
     assert values["type"] == "agents.alignatt4llm.Agent"
     assert values["speech_chunk_size"] == 0.85 and values["hold_back"] == 0
+
+
+@pytest.mark.parametrize("agent,preset", [("agents.alignatt4llm:Agent", "alignatt4llm_cpu"),
+                                          ("agents.ssbd:Agent", "ssbd_cpu"), ("agents.waitk_gpe:Agent", "waitk_gpe_cpu")])
+def test_an_agent_without_config_runs_its_embedded_cpu_preset(agent, preset):
+    values = processor_config(agent, None, ["hold_back=0"])
+    shipped = read_yaml(eval_configs.path(preset))
+    assert values == {**shipped, "hold_back": 0}  # the preset, the override, nothing else
+    assert values["model"] == "embedded" and values["asr_model"] == "embedded"
+
+
+def test_an_agent_without_an_embedded_preset_asks_for_a_config():
+    with pytest.raises(CommandError, match="not set .agents.star:Agent has no embedded default operating point.: give"):
+        processor_config("agents.star:Agent", None, [])
 
 
 def test_cli_refuses_an_unsupported_language_pair_before_loading(tmp_path, capsys):

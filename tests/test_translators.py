@@ -105,7 +105,7 @@ def test_flush_without_source_emits_nothing(tiny_lm):
 
 
 def test_bad_configuration_is_a_clear_error(tmp_path):
-    with pytest.raises(ConfigError, match="unknown language code 'xx'"):
+    with pytest.raises(ConfigError, match="unknown language 'xx'"):
         build_config(AlignAttConfig, {"target_lang": "xx"})
     with pytest.raises(ConfigError, match="both 'en'"):
         build_config(AlignAttConfig, {"target_lang": "en"})

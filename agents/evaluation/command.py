@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agents import datasets
 from agents.evaluation import comet, data, report, runs, scoring
+from agents.harness.config import language_arg
 
 
 def _print(message: str) -> None:
@@ -42,8 +43,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     data_group.add_argument("--source", help="source lines (text input; for speech: transcripts, for the offline "
                                              "row and COMET)")
     data_group.add_argument("--reference", help="reference translations, one per source line / segment")
-    data_group.add_argument("--src-lang", default="en")
-    data_group.add_argument("--tgt-lang", required=True)
+    data_group.add_argument("--src-lang", type=language_arg, default="en", help="an ISO code or name (default: en)")
+    data_group.add_argument("--tgt-lang", type=language_arg, required=True, help="an ISO code or name, e.g. de, German")
     parser.add_argument("--out", required=True, type=Path, help="output folder; its report covers every run in it")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, each in its own process (default 1)")
     parser.add_argument("--comet-env", help=f"venv with omnisteval + unbabel-comet (default: "

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents import datasets
+from agents.harness.audio import check_audio_file
 from agents.synthetic_speech import read_segments, synthesize_long_form
 
 
@@ -94,6 +95,8 @@ def speech_set(wav_list: str | Path, segments: str | Path, reference: str | Path
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"wav list {wav_list} names missing files: {', '.join(missing[:5])}")
+    for path in paths:  # any container with an audio track (WAV, FLAC, MP3, MP4...); AudioError names the file
+        check_audio_file(path)
     stems = [p.stem for p in paths]
     if len(set(stems)) != len(stems):
         raise ValueError(f"wav list {wav_list} has two files with one name; the scorers match talks by file name")

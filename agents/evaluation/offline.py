@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from agents.core import SourceWord, StreamingTranslator
-from agents.harness.config import ConfigError, build_config, read_yaml
+from agents.harness.config import ConfigError, build_config, language_arg, read_yaml
 from agents.systems.config import LLMTranslatorConfig, WaitkConfig
 
 
@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="the agent's YAML")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--source", required=True, type=Path, help="one source sentence per line")
-    parser.add_argument("--source-lang", required=True)
-    parser.add_argument("--target-lang", required=True)
+    parser.add_argument("--source-lang", type=language_arg, required=True)
+    parser.add_argument("--target-lang", type=language_arg, required=True)
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
     try:

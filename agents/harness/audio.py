@@ -80,23 +80,78 @@ def read_wav_info(path) -> tuple[int, int, str]:
     return info.samplerate, info.channels, info.subtype
 
 
-def normalized_wav(path, out_dir) -> str:
-    """`path` itself if it is already mono 16-bit PCM at 16 kHz (what simulstream's reader expects), else a copy
-    converted to that (channels averaged, resampled with soxr) as out_dir/<same stem>.wav.
+def _open_audio(path):
+    """(PyAV container, its first audio stream), or AudioError naming the file."""
+    import av
 
-    simulstream reads 32-bit integer PCM as float, refuses IEEE-float and multi-channel files and resamples other
-    rates inside the timed region; converting first avoids all three. The stem is kept: its logs key by stem.
+    try:
+        container = av.open(str(path))
+    except (av.FFmpegError, OSError) as error:
+        raise AudioError(f"cannot read audio file {path}: {error}") from None
+    if not container.streams.audio:
+        kinds = ", ".join(stream.type for stream in container.streams) or "none"
+        container.close()
+        raise AudioError(f"{path} has no audio track (its streams: {kinds}); give a file with speech in it")
+    return container, container.streams.audio[0]
+
+
+def check_audio_file(path) -> None:
+    """AudioError naming `path` unless a container FFmpeg reads, with an audio track (reads headers only)."""
+    container, _ = _open_audio(path)
+    container.close()
+
+
+def decode_audio(path) -> tuple[np.ndarray, int]:
+    """The first audio track of any container FFmpeg reads (WAV, FLAC, MP3, MP4/M4A, OGG, ...) as float32
+    [frames, channels] at its own sample rate, decoded with PyAV; AudioError naming the file if it has no audio track
+    or cannot be decoded."""
+    import av
+
+    container, stream = _open_audio(path)
+    with container:
+        to_float = av.AudioResampler(format="fltp")  # same layout and rate; planar float: [channels, samples]
+        pieces = []
+        try:
+            for frame in container.decode(stream):
+                pieces.extend(converted.to_ndarray() for converted in to_float.resample(frame))
+            pieces.extend(converted.to_ndarray() for converted in to_float.resample(None))
+        except av.FFmpegError as error:
+            raise AudioError(f"cannot decode the audio of {path}: {error}") from None
+        sample_rate = stream.codec_context.sample_rate
+    if not pieces:
+        return np.zeros((0, 1), dtype=np.float32), sample_rate
+    return np.concatenate(pieces, axis=1).T.astype(np.float32, copy=False), sample_rate
+
+
+def is_simulstream_wav(path) -> bool:
+    """A .wav file simulstream's own reader takes as it is: mono 16-bit PCM at 16 kHz."""
+    from pathlib import Path
+
+    if Path(path).suffix.lower() != ".wav":
+        return False
+    try:
+        return read_wav_info(path) == (TARGET_SAMPLE_RATE, 1, "PCM_16")
+    except AudioError:
+        return False
+
+
+def normalized_wav(path, out_dir) -> str:
+    """`path` itself if it is already mono 16-bit PCM WAV at 16 kHz (what simulstream's reader expects), else its
+    first audio track (any container: WAV, FLAC, MP3, MP4/M4A...) converted to that (channels averaged, resampled with
+    soxr) as out_dir/<same stem>.wav.
+
+    simulstream reads 32-bit integer PCM as float, refuses IEEE-float, multi-channel and non-WAV files and resamples
+    other rates inside the timed region; converting first avoids all of that. The stem is kept: its logs key by stem.
     """
     from pathlib import Path
 
     import soundfile
 
     path = Path(path)
-    sample_rate, channels, subtype = read_wav_info(path)
-    if path.suffix.lower() == ".wav" and (sample_rate, channels, subtype) == (TARGET_SAMPLE_RATE, 1, "PCM_16"):
+    if is_simulstream_wav(path):
         return str(path)
-    audio, _ = soundfile.read(str(path), dtype="float32", always_2d=True)
-    audio = to_mono_float32(audio)
+    samples, sample_rate = decode_audio(path)
+    audio = to_mono_float32(samples)
     if sample_rate != TARGET_SAMPLE_RATE and audio.size:
         import soxr
 

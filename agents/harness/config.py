@@ -12,6 +12,8 @@ from typing import Any, Type, TypeVar
 
 import yaml
 
+from agents.languages import LanguageError, language_code
+
 T = TypeVar("T")
 
 # Keys that belong to the harnesses, not to our systems: allowed in our YAML files and ignored here.
@@ -28,6 +30,19 @@ class ConfigError(ValueError):
 def knob(default: Any, help: str, **kwargs) -> Any:
     """A config field with its help text (shown by `--help`)."""
     return dataclasses.field(default=default, metadata={"help": help, **kwargs})
+
+
+def language_knob(default: str, help: str) -> str:
+    """A language field: given as an ISO code or a name in any case (YAML, flags, namespaces), held as its ISO code."""
+    return knob(default, f"{help}: an ISO code or English name, e.g. de or German", parse=language_code)
+
+
+def language_arg(text: str) -> str:
+    """argparse `type=` for a language flag: its ISO code, or the error naming the supported languages."""
+    try:
+        return language_code(text)
+    except LanguageError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _flag(name: str) -> str:
@@ -87,6 +102,13 @@ def build_config(config_class: Type[T], values: dict) -> T:
     for key, value in values.items():
         if key not in names or value is None:
             continue
+        parse = names[key].metadata.get("parse")
+        if parse is not None:
+            try:
+                kwargs[key] = parse(value)
+            except ValueError as error:
+                raise ConfigError(f"{key}: {error}") from None
+            continue
         parser = _field_type(names[key])
         try:
             kwargs[key] = _parse_bool(str(value)) if parser is _parse_bool else parser(value)
@@ -99,10 +121,11 @@ def build_config(config_class: Type[T], values: dict) -> T:
     return config
 
 
-def config_from_namespace(config_class: Type[T], namespace: Any) -> T:
-    """From argparse args or simulstream's SimpleNamespace: YAML named by `config` first, then attributes."""
+def config_from_namespace(config_class: Type[T], namespace: Any, default_config: str | Path | None = None) -> T:
+    """From argparse args or simulstream's SimpleNamespace: YAML named by `config` (else `default_config`) first,
+    then attributes."""
     values: dict = {}
-    config_path = getattr(namespace, "config", None)
+    config_path = getattr(namespace, "config", None) or default_config
     if config_path:
         values.update(read_yaml(config_path))
     names = {field.name for field in dataclasses.fields(config_class)}

@@ -19,6 +19,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         "(its pins on tqdm and bitarray conflict with transformers; `make install` does this)"
     ) from error
 
+import eval_configs
 from agents.core import Emission, SourceWord, SpeechStreamingTranslator, StreamingTranslator, join_units
 from agents.harness.audio import StreamResampler
 from agents.harness.config import add_config_args, config_from_namespace
@@ -49,9 +50,12 @@ class _TranslatorAgent:
     """Configuration and translator ownership shared by the text and speech agents."""
 
     config_class: Type = None
+    default_preset: str | None = None  # the shipped eval_configs/ preset used when no --config is given
 
     def _setup(self, args, translator) -> None:
-        self.config = config_from_namespace(self.config_class, args if args is not None else argparse.Namespace())
+        default = eval_configs.path(self.default_preset) if self.default_preset else None
+        self.config = config_from_namespace(self.config_class, args if args is not None else argparse.Namespace(),
+                                            default)
         self.translator = translator if translator is not None else self.build_translator(self.config)
         self.reset()
 
@@ -130,8 +134,10 @@ def run_simuleval_cli(arguments: Sequence[str]) -> list[dict]:
     from pathlib import Path
 
     from simuleval import cli
+    from simuleval.utils.agent import EVALUATION_SYSTEM_LIST
 
     arguments = list(arguments)
+    EVALUATION_SYSTEM_LIST.clear()  # SimulEval's registry of agents (module-global): empty, as in a fresh process
     if "--output" not in arguments:
         raise ValueError("run_simuleval_cli needs --output DIR to read the instances back")
     previous, sys.argv = sys.argv, ["simuleval", *arguments]

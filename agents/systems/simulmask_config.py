@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.harness.config import ConfigError, knob
+from agents.harness.config import ConfigError, knob, language_knob
 from agents.systems.config import WordWaitkKnobs
 
 
@@ -15,7 +15,7 @@ class SimulMaskConfig(WordWaitkKnobs):
                                              "or a local directory")
     checkpoint: str = knob("", "fine-tuning checkpoint directory from `python -m backends.finetune_simulmask` (LoRA "
                                "or full); empty: the base model as it is")
-    target_lang: str = knob("fr", "target language code (a language written with spaces between words)")
+    target_lang: str = language_knob("fr", "target language (a language written with spaces between words)")
     k: int = knob(5, "wait-k lag in source words (paper: trained at wait-9, evaluated at wait-5)")
     max_lag: int = knob(10, "once the source has ended, stop after this many target words beyond the source length")
     recompute: bool = knob(False, "baseline: re-encode the prediction (p2 + target) after every read instead of "

@@ -8,7 +8,7 @@ import numpy as np
 
 from agents.core import Emission, SpeechStreamingTranslator
 from agents.harness.audio import as_float32_pcm
-from agents.harness.config import ConfigError, knob
+from agents.harness.config import ConfigError, knob, language_knob
 
 
 @dataclass(frozen=True)
@@ -18,8 +18,8 @@ class StarConfig:
                            "checkpoint's training value)")
     max_tokens: int = knob(128, "at most this many target pieces per stream (stops a decoder that never ends)")
     threshold: float = knob(1.0, "beta: accumulated segmenter score that yields an anchor")
-    source_lang: str = knob("en", "source language (must match the checkpoint)")
-    target_lang: str = knob("en", "target language (must match the checkpoint; en with en: ASR)")
+    source_lang: str = language_knob("en", "source language (must match the checkpoint)")
+    target_lang: str = language_knob("en", "target language (must match the checkpoint; en with en: ASR)")
     device: str = knob("cpu", "torch device")
 
     def validate(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.harness.config import ConfigError, knob
+from agents.harness.config import ConfigError, knob, language_knob
 
 LR_SCHEDULES = ("linear", "inverse_sqrt")
 
@@ -38,8 +38,8 @@ class FinetuneKnobs(TrainingLoopKnobs):
     model: str = knob("embedded", "base weights: a Hugging Face id, a local directory, a .gguf file or 'embedded'")
     source_file: str = knob("", "source side of the parallel corpus, one sentence per line")
     target_file: str = knob("", "target side, line-aligned with source_file")
-    source_lang: str = knob("cs", "source language code")
-    target_lang: str = knob("en", "target language code")
+    source_lang: str = language_knob("cs", "source language")
+    target_lang: str = language_knob("en", "target language")
     output_dir: str = knob("runs/finetune", "where checkpoints, loss log and held-out split are written")
     held_out: int = knob(100, "the last N pairs are held out for evaluation (training pairs are disjoint from them)")
     max_words: int = knob(0, "train only on pairs with at most this many words per side (0: all)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.harness.config import ConfigError, knob
+from agents.harness.config import ConfigError, knob, language_knob
 from backends.finetune.config import FinetuneKnobs
 
 LORA_TARGETS = ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h")  # Falcon and Bloom projections
@@ -14,8 +14,8 @@ LORA_TARGETS = ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h")  #
 class FinetuneConfig(FinetuneKnobs):
     model: str = knob("tiiuae/falcon-rw-1b", "base ALiBi model: a Hugging Face id or local directory (Falcon with "
                                              "alibi=True, or Bloom)")
-    source_lang: str = knob("en", "source language code")
-    target_lang: str = knob("fr", "target language code")
+    source_lang: str = language_knob("en", "source language")
+    target_lang: str = language_knob("fr", "target language")
     output_dir: str = knob("runs/simulmask_finetune", "where checkpoints, loss log and held-out split are written")
     k: int = knob(9, "wait-k lag of the training mask (paper: trained at wait-9, evaluated at wait-5)")
     method: str = knob("full", "full (paper) or lora (peft)")

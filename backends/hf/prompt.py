@@ -10,10 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-LANGUAGE_NAMES = {
-    "en": "English", "de": "German", "it": "Italian", "zh": "Chinese", "cs": "Czech", "fr": "French",
-    "es": "Spanish", "pt": "Portuguese", "nl": "Dutch", "ja": "Japanese", "ru": "Russian", "pl": "Polish",
-}
+from agents import languages
 
 SYSTEM_TEMPLATE = (
     "You are a professional simultaneous interpreter. You translate {source} into fluent {target}. "
@@ -26,14 +23,12 @@ class PromptError(ValueError):
     """The prompt cannot be built or its source span cannot be mapped to tokens."""
 
 
-def language_name(code: str) -> str:
-    primary = code.replace("_", "-").split("-")[0].lower()
-    if primary not in LANGUAGE_NAMES:
-        raise PromptError(
-            f"unknown language code {code!r}; known codes: {', '.join(sorted(LANGUAGE_NAMES))} "
-            f"(add it to backends.hf.prompt.LANGUAGE_NAMES)"
-        )
-    return LANGUAGE_NAMES[primary]
+def language_name(language: str) -> str:
+    """The English name the prompt uses for `language` (an ISO code or a name, any case); PromptError if unknown."""
+    try:
+        return languages.language_name(language)
+    except languages.LanguageError as error:
+        raise PromptError(str(error)) from None
 
 
 @dataclass(frozen=True)

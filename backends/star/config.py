@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.harness.config import ConfigError, knob
+from agents.harness.config import ConfigError, knob, language_knob
 from backends.finetune.config import TrainingLoopKnobs
 from backends.star.model import COMPRESSORS
 
@@ -15,8 +15,8 @@ class StarTrainConfig(TrainingLoopKnobs):
     dev_tsv: str = knob("", "optional development utterances (loss logged at every save)")
     output_dir: str = knob("runs/star/model", "checkpoint directory (star_config.json, model.safetensors, "
                                               "tokenizer.json)")
-    source_lang: str = knob("en", "language of the speech (recorded in the checkpoint; the agents check it)")
-    target_lang: str = knob("en", "language of the transcripts or translations (en with en: ASR)")
+    source_lang: str = language_knob("en", "language of the speech (recorded in the checkpoint; the agents check it)")
+    target_lang: str = language_knob("en", "language of the transcripts or translations (en with en: ASR)")
     compressor: str = knob("star", "star (anchors + segmenter bias in cross-attention) or cif (integrate-and-fire)")
     vocab_size: int = knob(500, "BPE pieces learnt from the training transcripts")
     dim: int = knob(192, "model width")

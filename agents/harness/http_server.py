@@ -1,0 +1,98 @@
+"""simulstream's HTTP speech-processor server (what the IWSLT organizers' `HttpProxySpeechProcessor` talks to, inside
+a participant's container) serving any of our agents, with every failure answered as a JSON error instead of a
+dropped connection.
+
+It is simulstream's own code: its `SpeechProcessorSessionManager` (a pool of processors, one per session, idle ones
+cleared after the TTL) and its `HttpSpeechProcessorHandler` (one route per `SpeechProcessor` method). The handler is
+subclassed only to answer what the original lets escape: a session beyond the pool (503), a bad language or chunk
+(400), an unknown route (404), an exception in a processor (500) - each naming the problem.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import time
+from functools import partial
+from http import HTTPStatus
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+from simulstream.config import yaml_config
+from simulstream.server.speech_processors.remote.http_speech_processor_server import (
+    HttpSpeechProcessorHandler,
+    SpeechProcessorSessionManager,
+)
+
+LOGGER = logging.getLogger("agents.harness.http_server")
+
+
+class ErrorAnsweringHandler(HttpSpeechProcessorHandler):
+    """simulstream's handler; a request it cannot serve gets a status and `{"error": message}`."""
+
+    def do_GET(self):
+        self._dispatch("get_")
+
+    def do_POST(self):
+        self._dispatch("post_")
+
+    def do_PUT(self):
+        self._dispatch("put_")
+
+    def _dispatch(self, prefix: str) -> None:
+        route = self.path.strip("/")
+        handler = getattr(self, prefix + route, None)
+        if handler is None:
+            self._send_error(HTTPStatus.NOT_FOUND, f"no route {self.command} /{route}")
+            return
+        try:
+            arguments = self._read_json()
+        except (ValueError, UnicodeDecodeError) as error:
+            self._send_error(HTTPStatus.BAD_REQUEST, f"the body of {self.command} /{route} is not JSON: {error}")
+            return
+        try:
+            handler(**arguments)
+        except queue.Empty:
+            size = self.speech_processor_manager.size
+            self._send_error(HTTPStatus.SERVICE_UNAVAILABLE,
+                             f"all {size} speech processor(s) are busy with other sessions; retry when one ends "
+                             f"(clear) or is idle for the session TTL, or start the server with a larger pool_size")
+        except TypeError as error:  # missing or unexpected fields
+            self._send_error(HTTPStatus.BAD_REQUEST, f"{self.command} /{route}: {error}")
+        except ValueError as error:  # ConfigError (language), AudioError (chunk) and the like: the client's input
+            self._send_error(HTTPStatus.BAD_REQUEST, f"{self.command} /{route}: {error}")
+        except Exception as error:  # noqa: BLE001 - one stream's failure is answered, the server carries on
+            LOGGER.exception("%s /%s failed", self.command, route)
+            self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR,
+                             f"{self.command} /{route} failed: {type(error).__name__}: {error}")
+
+    def _send_error(self, status: HTTPStatus, message: str) -> None:
+        LOGGER.warning("%d %s", status, message)
+        self.send_response(status)
+        self.send_header("Content-type", "application/json; charset=utf-8")
+        self.end_headers()
+        self.wfile.write(json.dumps({"error": message}).encode("utf-8"))
+
+
+def build_server(server_config: str | Path, processor_config: str | Path) -> tuple[ThreadingHTTPServer,
+                                                                                      SpeechProcessorSessionManager]:
+    """simulstream's server pieces for the two YAMLs (server: hostname, port, pool_size, ttl; processor: `type:`
+    and the agent's knobs). Loads the pool's processors; `serve_forever()` on the first item starts serving."""
+    server = yaml_config(str(server_config))
+    started = time.time()
+    manager = SpeechProcessorSessionManager(yaml_config(str(processor_config)), server.pool_size, server.ttl)
+    LOGGER.info("loaded %d speech processor(s) in %.1f s", server.pool_size, time.time() - started)
+    httpd = ThreadingHTTPServer((server.hostname, server.port),
+                                partial(ErrorAnsweringHandler, speech_processor_manager=manager))
+    return httpd, manager
+
+
+def serve(server_config: str | Path, processor_config: str | Path) -> None:
+    """Serve until interrupted."""
+    httpd, _ = build_server(server_config, processor_config)
+    host, port = httpd.server_address[:2]
+    print(f"serving simulstream's HTTP speech-processor API on http://{host}:{port}/", flush=True)
+    try:
+        httpd.serve_forever()
+    finally:
+        httpd.server_close()  # the manager's TTL thread is a daemon: it ends with the process

