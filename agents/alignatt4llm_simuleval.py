@@ -41,6 +41,7 @@ class LocalAgreementTextAgent(StreamingTextAgent):
     __module__ = "agents.alignatt4llm"
 
     config_class = LocalAgreementConfig
+    default_preset = "local_agreement_text_cpu"  # what runs when no --config is given
 
     @classmethod
     def build_translator(cls, config: LocalAgreementConfig) -> LocalAgreementTranslator:

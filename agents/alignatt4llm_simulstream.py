@@ -64,6 +64,7 @@ class LocalAgreementAgent(Agent):
     __module__ = "agents.alignatt4llm"
 
     config_class = LocalAgreementCascadeConfig
+    default_preset = "local_agreement_cpu"  # eval_configs/local_agreement_cpu.yaml: what runs when no --config is given
 
     @classmethod
     def capture_heads(cls, config: LocalAgreementCascadeConfig):
