@@ -2,6 +2,9 @@
 
     simulstream --agent agents.alignatt4llm:Agent --config eval_configs/alignatt4llm_cpu.yaml ...   (speech cascade)
     simuleval --agent-class agents.alignatt4llm.TextAgent --config eval_configs/alignatt4llm_text_cpu.yaml ...
+
+with their peers on the same models: `WaitkTextAgent` (wait-k), `LocalAgreementTextAgent` and the speech
+`LocalAgreementAgent` (LocalAgreement-2 ASR + LocalAgreement MT, the IWSLT 2026 baseline's rules).
 """
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ AGENT_MODULES = {
     "Agent": "agents.alignatt4llm_simulstream",
     "TextAgent": "agents.alignatt4llm_simuleval",
     "WaitkTextAgent": "agents.alignatt4llm_simuleval",
+    "LocalAgreementAgent": "agents.alignatt4llm_simulstream",
+    "LocalAgreementTextAgent": "agents.alignatt4llm_simuleval",
 }
 
 __getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES)

@@ -1,10 +1,11 @@
 """AlignAtt4LLM for SimulEval text-to-text: `TextAgent` (gold source word by word, every read word accessible) and
-`WaitkTextAgent`, the wait-k baseline on the same LLM backend. Import them as `agents.alignatt4llm.TextAgent`."""
+its peers on the same LLM backend and prompt, `WaitkTextAgent` (wait-k) and `LocalAgreementTextAgent`
+(LocalAgreement over re-translation). Import them as `agents.alignatt4llm.TextAgent` etc."""
 from __future__ import annotations
 
 from agents.harness.simuleval import StreamingTextAgent
-from agents.systems.config import AlignAttConfig, WaitkConfig
-from agents.systems.llm import AlignAttTranslator, WaitkTranslator
+from agents.systems.config import AlignAttConfig, LocalAgreementConfig, WaitkConfig
+from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, WaitkTranslator
 
 
 class TextAgent(StreamingTextAgent):
@@ -29,3 +30,16 @@ class WaitkTextAgent(StreamingTextAgent):
     @classmethod
     def build_translator(cls, config: WaitkConfig) -> WaitkTranslator:
         return WaitkTranslator.from_config(config)
+
+
+class LocalAgreementTextAgent(StreamingTextAgent):
+    """LocalAgreement-n over greedy re-translation (the IWSLT 2026 baseline's MT rule) on the same LLM backend and
+    prompt, for comparison."""
+
+    __module__ = "agents.alignatt4llm"
+
+    config_class = LocalAgreementConfig
+
+    @classmethod
+    def build_translator(cls, config: LocalAgreementConfig) -> LocalAgreementTranslator:
+        return LocalAgreementTranslator.from_config(config)

@@ -1,11 +1,12 @@
 """AlignAtt4LLM speech cascade for simulstream: `Agent` = recogniser with word times + AlignAtt over a decoder-only
-LLM, one step per audio chunk. Import it as `agents.alignatt4llm.Agent` (YAML `type:`) or `agents.alignatt4llm:Agent`."""
+LLM, one step per audio chunk, and its LocalAgreement peer on the same models. Import them as
+`agents.alignatt4llm.Agent` (YAML `type:`) or `agents.alignatt4llm:Agent` (`:LocalAgreementAgent`)."""
 from __future__ import annotations
 
 from agents.harness.simulstream import StreamingSpeechProcessor
 from agents.systems.cascade import CascadeTranslator
-from agents.systems.config import CascadeConfig
-from agents.systems.llm import AlignAttTranslator, resolve_heads
+from agents.systems.config import CascadeConfig, LocalAgreementCascadeConfig
+from agents.systems.llm import AlignAttTranslator, LLMTranslator, LocalAgreementTranslator, resolve_heads
 from backends.asr import load_recognizer
 from backends.choice import load_lm
 
@@ -20,7 +21,17 @@ class Agent(StreamingSpeechProcessor):
     @classmethod
     def check_config(cls, config: CascadeConfig) -> None:
         super().check_config(config)
-        resolve_heads(config)  # a missing head set for the direction fails here, in milliseconds
+        cls.capture_heads(config)  # a missing head set for the direction fails here, in milliseconds
+
+    @classmethod
+    def capture_heads(cls, config: CascadeConfig):
+        """The attention heads the LLM must capture for this agent's policy (None: no capture)."""
+        return resolve_heads(config).heads
+
+    @classmethod
+    def segment_translator(cls, config: CascadeConfig, lm) -> LLMTranslator:
+        """The MT policy the cascade runs on each source segment."""
+        return AlignAttTranslator(lm, config, resolve_heads(config))
 
     @classmethod
     def shared_key(cls, config: CascadeConfig) -> tuple:
@@ -31,7 +42,7 @@ class Agent(StreamingSpeechProcessor):
     def load_shared(cls, config: CascadeConfig):
         recognizer = load_recognizer(config.asr, config.asr_model, config.aligner_model, config.asr_device,
                                      config.asr_dtype)
-        lm = load_lm(config.backend, config.model, capture_heads=resolve_heads(config).heads, **config.lm_options())
+        lm = load_lm(config.backend, config.model, capture_heads=cls.capture_heads(config), **config.lm_options())
         return recognizer, lm
 
     @classmethod
@@ -40,4 +51,22 @@ class Agent(StreamingSpeechProcessor):
         check_language = getattr(recognizer, "check_language", None)
         if check_language is not None:
             check_language(config.source_lang)
-        return CascadeTranslator(recognizer, AlignAttTranslator(lm, config, resolve_heads(config)), config)
+        return CascadeTranslator(recognizer, cls.segment_translator(config, lm), config)
+
+
+class LocalAgreementAgent(Agent):
+    """The peer on the same recogniser and LLM: whisper_streaming's LocalAgreement-2 commit on the recogniser's
+    words (`source_frontier: agreement`) feeding LocalAgreement over greedy re-translation (the IWSLT 2026
+    baseline's MT rule), chunk-synchronous, append-only."""
+
+    __module__ = "agents.alignatt4llm"
+
+    config_class = LocalAgreementCascadeConfig
+
+    @classmethod
+    def capture_heads(cls, config: LocalAgreementCascadeConfig):
+        return None
+
+    @classmethod
+    def segment_translator(cls, config: LocalAgreementCascadeConfig, lm) -> LLMTranslator:
+        return LocalAgreementTranslator(lm, config)

@@ -19,15 +19,23 @@ MIN_ROWS_FOR_ZSCORE = 2  # the first two draft tokens use their raw rows (the t 
 class AlignAttParams:
     """Gate settings.
 
-    border: b in Eq. 5, in source WORDS; a token fails when its source peak word >= accessible_words + b.
-        A negative b = -f reproduces the original AlignAtt rule "stop when attention falls on the last f words"
-        for a fully accessible source (text input).
+    border: b in Eq. 5, in source WORDS, any integer. Token t fails when
+
+            word(s_hat_t) >= N_acc + b,
+
+        word(s_hat_t) being the source word of its filtered attention peak and N_acc the number of leading
+        accessible words (speech: ended `hold_back` before now; text: every word read). One rule for text and
+        speech: b = 0 stops at the first token whose peak is on a word not yet accessible; b = -f also stops on
+        the last f accessible words (for text input, where every read word is accessible, this is the original
+        AlignAtt rule "stop when attention falls on the last f words"). b >= 1 tolerates peaks on inaccessible
+        words and never fires while fewer than b + 1 words are inaccessible (the usual case in the speech cascade:
+        the paper's "b = 1" counts source tokens, not words).
     argmax_mass_threshold: tau_argmax in Eq. 6 (0 disables the gate).
     source_mass_threshold: tau_src in Eq. 7 (0 disables the gate).
     median_width: width of the median filter along the source axis (odd, >= 1; 1 disables it).
     """
 
-    border: int = 1
+    border: int = 0
     argmax_mass_threshold: float = 0.0
     source_mass_threshold: float = 0.0
     median_width: int = 7

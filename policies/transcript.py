@@ -13,24 +13,33 @@ from dataclasses import dataclass
 from agents.core import SourceWord
 from backends.asr.base import TimedWord
 
+# Closing quotes and brackets that may follow a sentence end: ASCII, English “…”, German „…“ and ‚…‘, French «…»
+# and »…« (German), CJK 「…」 and （…）.
+CLOSING = "'\"”’“‘»«)]」』）】"
 # Sentence-final punctuation, possibly followed by closing quotes or brackets.
-SENTENCE_END = re.compile(r"[.!?。！？]['\"”’»)\]]*$")
+SENTENCE_END = re.compile(r"[.!?。！？][" + re.escape(CLOSING) + r"]*$")
 # Words ending in "." that rarely end a sentence; initials ("U.S.", "J.") are recognised by shape.
 ABBREVIATIONS = frozenset({
     "e.g.", "i.e.", "etc.", "vs.", "cf.", "al.", "approx.", "fig.", "figs.", "eq.", "no.", "nos.", "vol.", "pp.",
     "mr.", "mrs.", "ms.", "dr.", "prof.", "st.", "jr.", "sr.", "inc.", "ltd.", "co.", "corp.", "dept.", "ca.",
 })
 INITIALS = re.compile(r"(?:[^\W\d_]\.)+")
-CLOSING = "'\"”’»)]"
+# Languages that write ordinals as a number and a full stop ("am 3. Mai", "3. května"): there "3." ends no sentence.
+ORDINAL_DOT_LANGUAGES = frozenset({"de", "cs", "sk", "pl", "da", "no", "nb", "fi", "hu", "sl", "hr", "sr", "tr"})
+ORDINAL = re.compile(r"\d+\.")
 
 
-def ends_sentence(word: str) -> bool:
+def ends_sentence(word: str, lang: str | None = None) -> bool:
     """True if `word` closes a sentence: sentence-final punctuation that is not an abbreviation, initials or an
-    ellipsis (recognisers write "..." for a word cut off at the end of the audio)."""
+    ellipsis (recognisers write "..." for a word cut off at the end of the audio); in a language of
+    ORDINAL_DOT_LANGUAGES (`lang`, a code such as "de") a number with a full stop is an ordinal, not an end."""
     if not SENTENCE_END.search(word):
         return False
     bare = word.rstrip(CLOSING)
     if bare.endswith("..") or bare.endswith("…"):
+        return False
+    if lang is not None and lang.split("-")[0].split("_")[0].lower() in ORDINAL_DOT_LANGUAGES \
+            and ORDINAL.fullmatch(bare):
         return False
     lowered = bare.lower()
     return lowered not in ABBREVIATIONS and not INITIALS.fullmatch(lowered)
@@ -74,6 +83,13 @@ class TranscriptUpdate:
     committed_sentences: tuple[tuple[SourceWord, ...], ...]
     live_words: tuple[SourceWord, ...]
     cut_seconds: float
+    agreed_live_words: int = 0  # leading live words this hypothesis and the previous one agree on (LocalAgreement-2)
+
+    @property
+    def agreed_live_sentence(self) -> tuple[SourceWord, ...]:
+        """The live sentence's words that two consecutive hypotheses agree on (whisper_streaming's LocalAgreement-2
+        output), as `live_sentence` writes them."""
+        return self.live_sentence[: self.agreed_live_words]
 
     @property
     def live_sentence(self) -> tuple[SourceWord, ...]:
@@ -109,28 +125,43 @@ class TranscriptStabilizer:
         """Take the hypothesis of the current tail (times relative to the tail, `tail_seconds` long) and commit.
 
         Committed: every sentence the previous and current hypotheses agree on, up to its end, once a next word
-        follows it; with `final`, all words. When the tail is longer than `max_tail_seconds` and nothing could be committed, the words ending
-        before the last half of that span are committed without a sentence end, so the tail cannot grow forever.
+        follows it; with `final`, all words (the previous hypothesis' when this one is empty). When the tail is longer
+        than `max_tail_seconds` and nothing could be committed, the words ending before the last half of that span
+        are committed without a sentence end, and when there are none the audio before the first word (at most up to
+        that point) is cut, so the tail cannot grow forever, whether or not anything is said.
         """
         hypothesis = list(hypothesis)
+        agreed_words = 0
+        if final and not hypothesis:
+            # The last re-transcription heard nothing (a short or quiet last chunk): the live words still stand.
+            hypothesis = list(self.previous)
+        cut = 0.0
         if final:
-            commit = len(hypothesis)
+            commit = agreed_words = len(hypothesis)
         else:
             # A sentence is committed once both hypotheses agree on it and the next word has begun, so the cut lies
             # in the pause between them: a recogniser's end time for the last word it heard is often early, and a
             # cut there leaves a piece of that word ("2027" -> "27") to be transcribed again.
-            agreed = min(agreed_prefix_length(self.previous, hypothesis), len(hypothesis) - 1)
+            agreed_words = agreed_prefix_length(self.previous, hypothesis)
+            agreed = min(agreed_words, len(hypothesis) - 1)
             commit = max((i + 1 for i in range(agreed) if ends_sentence(hypothesis[i].text)), default=0)
             if commit == 0 and tail_seconds > self.max_tail_seconds:
                 keep_from = tail_seconds - self.max_tail_seconds / 2
                 commit = sum(1 for word in hypothesis if word.end <= keep_from)
+                if commit == 0:
+                    # Nothing was said in the first part of the tail (applause, music, silence): drop that audio up
+                    # to the first word heard, so the tail stays bounded even when no word is ever committed.
+                    cut = min([keep_from] + [word.start for word in hypothesis[:1]])
+                    if cut <= 0 and hypothesis:  # a first "word" spanning the whole first part: commit it anyway
+                        commit = 1
         committed = [self._absolute(word) for word in hypothesis[:commit]]
-        cut = self._cut_point(hypothesis, commit)
+        if commit:
+            cut = self._cut_point(hypothesis, commit)
         self.previous = [TimedWord(w.text, w.start - cut, w.end - cut) for w in hypothesis[commit:]]
         self.tail_start += cut
         live = tuple(self._absolute(word) for word in self.previous)
         sentences = tuple(tuple(sentence) for sentence in split_sentences(committed))
-        return TranscriptUpdate(sentences, live, cut)
+        return TranscriptUpdate(sentences, live, cut, max(0, agreed_words - commit))
 
     def _absolute(self, word: TimedWord) -> SourceWord:
         return SourceWord(word.text, self.tail_start + word.end)

@@ -83,19 +83,21 @@ def _unit_spans(text: str, unit: Unit) -> list[tuple[int, int]]:
     return spans
 
 
-def split_units(text: str, unit: Unit) -> list[str]:
+def split_units(text: str, unit: Unit, continues: bool = False) -> list[str]:
     """Split text into stability units.
 
     "word": whitespace-separated words (``text.split()``).
     "char": each CJK ideograph, kana or CJK/fullwidth punctuation mark is one unit; a run of other non-space
     characters (Latin letters, digits, ASCII punctuation) is one unit. Whitespace stays attached to the unit that
-    follows it, so ``"".join(split_units(text, "char")) == text.strip()``.
+    follows it, so ``"".join(split_units(text, "char")) == text.strip()``; with `continues` (the text continues
+    units already emitted, as the next step's draft does) the first unit keeps its leading whitespace too, so
+    ``"".join(...) == text.rstrip()`` and "使用" + " GPU" stays "使用 GPU".
     """
     _check_unit(unit)
     if unit == "word":
         return text.split()
     units: list[str] = []
-    previous_end: int | None = None
+    previous_end: int | None = 0 if continues else None
     for start, end in _unit_spans(text, unit):
         units.append(text[start if previous_end is None else previous_end : end])
         previous_end = end

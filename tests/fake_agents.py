@@ -3,10 +3,13 @@ they are fakes)."""
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from agents.core import Emission, SpeechStreamingTranslator, StreamingTranslator
 from agents.harness.config import knob
 from agents.harness.simuleval import StreamingSpeechAgent, StreamingTextAgent
 from agents.harness.simulstream import StreamingSpeechProcessor
+from backends.asr.base import SpeechRecognizer, TimedWord
 
 
 @dataclass(frozen=True)
@@ -138,3 +141,36 @@ def fake_speech_processor(config_class, build):
 
 class FakeSlowSpeechProcessor(fake_speech_processor(FakeSlowConfig, FakeSlowTranslator)):
     """A simulstream processor over FakeSlowTranslator (no model, so its speed is exactly what it is told)."""
+
+
+# -- a scripted recogniser for the speech cascade ---------------------------------------------------------------
+
+RATE = 16_000
+SCALE = float(2 ** 24)  # the fake audio's samples encode their absolute index exactly in float32
+
+# (word, absolute start, absolute end) in seconds: two sentences with a pause between them.
+TIMELINE = [("the", 0.2, 0.5), ("committee", 0.5, 1.0), ("approved", 1.0, 1.6), ("the", 1.6, 1.8),
+            ("budget.", 1.8, 2.4), ("schools", 3.0, 3.5), ("and", 3.5, 3.7), ("hospitals", 3.7, 4.3),
+            ("waited.", 4.3, 4.9)]
+
+
+def timeline_audio(seconds: float) -> np.ndarray:
+    return (np.arange(int(seconds * RATE), dtype=np.float64) / SCALE).astype(np.float32)
+
+
+class TimelineRecognizer(SpeechRecognizer):
+    """A fake recogniser: reads the absolute position from the samples and returns the scripted words that lie
+    wholly inside the audio, relative to its start (a real recogniser's contract, without a model)."""
+
+    def __init__(self, timeline=TIMELINE):
+        self.timeline = timeline
+        self.calls = 0
+
+    def transcribe(self, audio, language):
+        self.calls += 1
+        if len(audio) == 0:
+            return []
+        start = round(float(audio[0]) * SCALE) / RATE
+        end = start + len(audio) / RATE
+        return [TimedWord(text, s - start, e - start) for text, s, e in self.timeline
+                if s >= start - 1e-9 and e <= end + 1e-9]

@@ -11,42 +11,15 @@ import pytest
 from agents.core import Emission
 from agents.harness.audio import AudioError
 from agents.systems.cascade import CascadeTranslator
-from agents.systems.config import CascadeConfig
-from agents.systems.llm import AlignAttTranslator
+from agents.systems.config import CascadeConfig, LocalAgreementCascadeConfig
+from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator
 from backends.asr.base import SpeechRecognizer, TimedWord
 from backends.heads import HeadSet
 from backends.hf.lm import CausalLM
+from backends.hf.prompt import PromptError
 from backends.models import load_causal_lm
 
-RATE = 16_000
-SCALE = float(2 ** 24)  # the fake audio's samples encode their absolute index exactly in float32
-
-# (word, absolute start, absolute end) in seconds: two sentences with a pause between them.
-TIMELINE = [("the", 0.2, 0.5), ("committee", 0.5, 1.0), ("approved", 1.0, 1.6), ("the", 1.6, 1.8),
-            ("budget.", 1.8, 2.4), ("schools", 3.0, 3.5), ("and", 3.5, 3.7), ("hospitals", 3.7, 4.3),
-            ("waited.", 4.3, 4.9)]
-
-
-def timeline_audio(seconds: float) -> np.ndarray:
-    return (np.arange(int(seconds * RATE), dtype=np.float64) / SCALE).astype(np.float32)
-
-
-class TimelineRecognizer(SpeechRecognizer):
-    """A fake recogniser: reads the absolute position from the samples and returns the scripted words that lie
-    wholly inside the audio, relative to its start (a real recogniser's contract, without a model)."""
-
-    def __init__(self, timeline=TIMELINE):
-        self.timeline = timeline
-        self.calls = 0
-
-    def transcribe(self, audio, language):
-        self.calls += 1
-        if len(audio) == 0:
-            return []
-        start = round(float(audio[0]) * SCALE) / RATE
-        end = start + len(audio) / RATE
-        return [TimedWord(text, s - start, e - start) for text, s, e in self.timeline
-                if s >= start - 1e-9 and e <= end + 1e-9]
+from fake_agents import RATE, TIMELINE, TimelineRecognizer, timeline_audio  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +181,110 @@ def test_fake_asr_live_steps_never_close_a_sentence_the_speaker_has_not_finished
         emission = translator.feed_audio(audio[i:i + step])
         if len(translator.committed_sentences) == sentences_before:  # a live step only: no sentence was finished
             assert not any(ends_sentence(unit) for unit in emission.new_units)
+
+
+class WhisperWindowRecognizer(TimelineRecognizer):
+    """The scripted recogniser with Whisper's limit: audio longer than 30 s is refused, as the real one does."""
+
+    def transcribe(self, audio, language):
+        if len(audio) > 30 * RATE:
+            raise RuntimeError(f"{len(audio) / RATE:.1f} s of audio is longer than Whisper's 30 s window")
+        return super().transcribe(audio, language)
+
+
+def test_fake_asr_long_non_speech_inside_a_talk_keeps_the_tail_bounded(tiny_lm):
+    # Two sentences, 40 s of applause (no words), then a third sentence: the tail must be cut during the silence.
+    late = [(w, s + 45.0, e + 45.0) for w, s, e in TIMELINE[:5]]
+    config = CascadeConfig(model="unused", border=0, median_width=3, final_max_new_tokens=12, max_new_tokens=6,
+                           min_start_seconds=0.0)
+    translator = CascadeTranslator(WhisperWindowRecognizer(TIMELINE + late),
+                                   AlignAttTranslator(tiny_lm, config, HeadSet(((0, 0), (1, 1)))), config)
+    longest = 0.0
+    audio, step = timeline_audio(52.0), int(2.5 * RATE)
+    for start in range(0, len(audio), step):
+        translator.feed_audio(audio[start:start + step])
+        longest = max(longest, len(translator.tail) / RATE)
+    translator.flush()
+    assert longest <= config.max_tail_seconds + 2.5
+    assert translator.transcript.split() == [w for w, _, _ in TIMELINE + late]
+
+
+class SilentAtTheEndRecognizer(TimelineRecognizer):
+    """The scripted recogniser, except that the end-of-stream call hears nothing (a short, quiet last chunk)."""
+
+    final = False
+
+    def transcribe(self, audio, language):
+        return [] if self.final else super().transcribe(audio, language)
+
+
+def test_fake_asr_an_empty_last_transcription_still_translates_the_live_words(tiny_lm):
+    translator = cascade(tiny_lm, min_start_seconds=0.0)
+    translator.recognizer = SilentAtTheEndRecognizer()
+    audio = timeline_audio(4.5)  # the second sentence is still being spoken
+    for start, end in ((0.0, 3.0), (3.0, 3.6), (3.6, 4.5)):
+        translator.feed_audio(audio[int(start * RATE):int(end * RATE)])
+    assert [w.text for w in translator.live_words] == ["schools", "and", "hospitals"]
+    translator.recognizer.final = True
+    translator.flush()
+    assert [w.text for w in translator.committed_sentences[-1]] == ["schools", "and", "hospitals"]
+    assert translator.translator.steps[-1].final and translator.translator.steps[-1].prompt is not None
+
+
+def test_fake_asr_a_word_with_whitespace_does_not_end_the_stream(tiny_lm):
+    timeline = [("the", 0.2, 0.5), ("new  ", 0.5, 0.9), ("bud get", 0.9, 1.5), (" ", 1.5, 1.6), ("is", 1.6, 2.0)]
+    translator = cascade(tiny_lm, min_start_seconds=0.0, hold_back=0.0)
+    translator.recognizer = TimelineRecognizer(timeline)
+    for start in (0.0, 1.0, 2.0):
+        translator.feed_audio(timeline_audio(start + 1.0)[int(start * RATE):])
+    translator.flush()
+    step = translator.translator.steps[-1]
+    assert step.final and "the new bud get is" in step.prompt.text
+
+
+def test_fake_asr_a_source_the_prompt_cannot_map_skips_the_step(tiny_lm, monkeypatch):
+    translator = cascade(tiny_lm, min_start_seconds=0.0, hold_back=0.0)
+    builder = translator.translator.prompts
+    build = builder.build
+
+    def unmappable(words, prefix="", map_source=True):  # stands in for a tokenizer whose offsets miss a word
+        if map_source:
+            raise PromptError("words without tokens: ['x']")
+        return build(words, prefix, map_source)
+
+    monkeypatch.setattr(builder, "build", unmappable)
+    run(translator)
+    steps = translator.translator.steps
+    assert all(step.skipped or step.final for step in steps) and any(step.skipped for step in steps)
+    assert translator.translator.stats.skipped > 0
+    assert translator.emitted_units  # every sentence was still finished and translated
+
+
+def test_fake_asr_local_agreement_peer_reads_only_words_two_hypotheses_agree_on(tiny_lm):
+    """The LocalAgreement peer (whisper_streaming's LocalAgreement-2 on the recogniser): a live word reaches the
+    translator only once two consecutive hypotheses hold it, i.e. (with the scripted recogniser, which hears a word
+    once it has ended) once it had ended before the previous chunk; the AlignAtt cascade reads it one chunk earlier."""
+    config = LocalAgreementCascadeConfig(model="unused", final_max_new_tokens=12, min_start_seconds=0.0)
+    translator = CascadeTranslator(TimelineRecognizer(), LocalAgreementTranslator(tiny_lm, config), config)
+    fed: list[tuple[float, list]] = []
+    revise = translator.translator.revise
+
+    def recording_revise(words, *args, **kwargs):
+        fed.append((translator.now, list(words)))
+        return revise(words, *args, **kwargs)
+
+    translator.translator.revise = recording_revise
+    audio, start, previous_end, withheld = timeline_audio(5.2), 0, 0.0, 0
+    for end in (0.6, 1.1, 1.7, 2.0, 3.6, 4.0, 4.4, 4.6, 5.2):
+        calls = len(fed)
+        translator.feed_audio(audio[start:int(end * RATE)])
+        start = int(end * RATE)
+        if len(fed) > calls:
+            words = fed[-1][1]
+            assert words and all(word.end_time <= previous_end + 1e-6 for word in words)
+            withheld += len(translator.live_words) > len(words)
+        previous_end = end
+    assert fed and withheld, "the peer never translated a live sentence, or never withheld a word heard once"
+    translator.flush()
+    assert translator.transcript.split() == [w for w, _, _ in TIMELINE]
+    assert translator.emitted_units

@@ -161,9 +161,42 @@ def test_median_filter_rejects_bad_width(width: int) -> None:
 
 # --- AlignAttParams ---------------------------------------------------------------------------------------------------
 
-def test_params_defaults_match_the_official_operating_points() -> None:
-    assert AlignAttParams() == AlignAttParams(border=1, argmax_mass_threshold=0.0, source_mass_threshold=0.0,
+def test_params_defaults_gate_on_words_not_yet_accessible() -> None:
+    assert AlignAttParams() == AlignAttParams(border=0, argmax_mass_threshold=0.0, source_mass_threshold=0.0,
                                               median_width=7)
+
+
+@pytest.mark.parametrize("border", [1, 0, -1, -2])
+def test_the_frontier_rule_is_one_equation_for_every_border(border: int) -> None:
+    """Token t fails iff the word of its peak >= N_acc + b, for every peak word and every N_acc (text: N_acc = all
+    words read; speech: the words that ended hold_back before now)."""
+    n_words = 6
+    for accessible in range(n_words + 1):
+        for peak_word in range(n_words):
+            result = scan_draft(peak_rows([peak_word], n_source=n_words), np.arange(n_words), accessible,
+                                AlignAttParams(border=border, median_width=1))
+            assert (result.accepted_tokens == 0) == (peak_word >= accessible + border)
+
+
+def test_border_one_never_fires_with_one_inaccessible_word_and_border_zero_does() -> None:
+    """The speech cascade's usual state: only the last live word is inside the hold-back. Random drafts over 10
+    source words: border 1 (in words) can reject nothing, border 0 rejects every token whose peak is on the last
+    word, border -1 also those on the last accessible word."""
+    rng = np.random.default_rng(3)
+    n_words, accessible = 10, 9
+    rejected = {1: 0, 0: 0, -1: 0}
+    peaks_on_last, peaks_on_last_two = 0, 0
+    for _ in range(300):
+        rows = rng.dirichlet(np.ones(n_words), size=(1, 2))
+        peak = int(np.argmax(rows[0].mean(axis=0)))
+        peaks_on_last += peak == n_words - 1
+        peaks_on_last_two += peak >= n_words - 2
+        for border in rejected:
+            result = scan_draft(rows, np.arange(n_words), accessible, AlignAttParams(border=border, median_width=1))
+            rejected[border] += result.accepted_tokens == 0
+    assert rejected[1] == 0
+    assert rejected[0] == peaks_on_last > 0
+    assert rejected[-1] == peaks_on_last_two > peaks_on_last
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -200,7 +233,7 @@ def test_third_token_stop_with_default_median_filter_and_multi_token_words() -> 
     token_word = np.repeat(np.arange(6), 4)  # 6 words of 4 tokens: word peaks are 4 tokens wide
     word_columns = [list(range(4 * w, 4 * w + 4)) for w in range(6)]
     rows = peak_rows([word_columns[0], word_columns[1], word_columns[5]], n_source=24, peak=0.05, background=0.005)
-    result = scan_draft(rows, token_word, accessible_words=3)  # default params: b=1, width 7
+    result = scan_draft(rows, token_word, accessible_words=3)  # default params: b=0, width 7
     assert result.accepted_tokens == 2
     assert [d.source_word for d in result.decisions] == [0, 1, 5]
     assert result.decisions[-1].failure == "source_frontier"

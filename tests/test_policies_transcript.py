@@ -121,3 +121,47 @@ def test_two_stabilizers_do_not_share_state():
     a.update(timed("Alpha beta. gamma"), 2.0)
     assert b.tail_start == 0.0 and b.previous == []
     assert b.update(timed("Alpha beta. gamma"), 2.0).committed_sentences == ()
+
+
+@pytest.mark.parametrize("word,lang,expected", [
+    ("„Ja.“", "de", True), ("«Oui.»", "fr", True), ("「好。」", "zh", True), ("‚so.‘", "de", True),
+    ("3.", "de", False), ("12.", "cs", False), ("3.", "en", True), ("3.", None, True), ("2019.", "en", True),
+    ("Mai.", "de", True),
+])
+def test_ends_sentence_closing_quotes_and_ordinals(word, lang, expected):
+    assert ends_sentence(word, lang) is expected
+
+
+def test_long_non_speech_is_cut_even_when_nothing_is_said():
+    stabilizer = TranscriptStabilizer(max_tail_seconds=20.0)
+    update = stabilizer.update([], 35.0)
+    assert update.cut_seconds == pytest.approx(25.0)  # keeps the last half of the limit
+    assert stabilizer.tail_start == pytest.approx(25.0)
+
+
+def test_long_non_speech_before_the_first_word_is_cut_up_to_that_word():
+    stabilizer = TranscriptStabilizer(max_tail_seconds=20.0)
+    late = timed("and then we", start=18.0)  # speech resumes 18 s into a 21 s tail, ends after keep_from
+    update = stabilizer.update(late, 21.0)
+    assert update.committed_sentences == ()
+    assert update.cut_seconds == pytest.approx(11.0)  # min(21 - 10, first word start 18)
+    early = TranscriptStabilizer(max_tail_seconds=20.0)
+    update = early.update(timed("and then we", start=5.0, step=6.5), 21.0)  # first word 5-11.5 s
+    assert update.cut_seconds == pytest.approx(5.0)
+    assert [w.text for w in update.live_words] == ["and", "then", "we"]
+    assert update.live_words[0].end_time == pytest.approx(11.5)  # still absolute
+
+
+def test_tail_stays_bounded_over_a_long_silence():
+    stabilizer, tail = TranscriptStabilizer(max_tail_seconds=20.0), 0.0
+    for _ in range(40):  # 100 s of silence in 2.5 s chunks
+        tail += 2.5
+        tail -= stabilizer.update([], tail).cut_seconds
+        assert tail <= 20.0 + 2.5
+
+
+def test_an_empty_final_hypothesis_commits_the_live_words():
+    stabilizer = TranscriptStabilizer()
+    stabilizer.update(timed("we saw that the"), 3.0)
+    update = stabilizer.update([], 3.5, final=True)
+    assert [w.text for s in update.committed_sentences for w in s] == ["we", "saw", "that", "the"]

@@ -217,3 +217,10 @@ def test_committable_prefix_never_ends_inside_a_unit_random(unit: str) -> None:
 def test_committable_prefix_rejects_non_string_next_char() -> None:
     with pytest.raises(ValueError, match="next_char"):
         committable_prefix_length("a b", 3, "word")  # type: ignore[arg-type]
+
+
+def test_split_units_char_continuing_text_keeps_the_space_before_a_latin_run() -> None:
+    assert split_units(" GPU加速", "char", continues=True) == [" GPU", "加", "速"]
+    assert split_units(" GPU加速", "char") == ["GPU", "加", "速"]
+    emitted = ["使", "用"] + split_units(" GPU加速", "char", continues=True)
+    assert join_units(emitted, "char") == "使用 GPU加速"

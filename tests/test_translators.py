@@ -8,8 +8,8 @@ import pytest
 import backends.heads
 from agents.core import SourceWord
 from agents.harness.config import ConfigError, build_config
-from agents.systems.config import AlignAttConfig, WaitkConfig
-from agents.systems.llm import AlignAttTranslator, WaitkTranslator
+from agents.systems.config import AlignAttConfig, LocalAgreementConfig, WaitkConfig
+from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, WaitkTranslator
 from backends.heads import HeadFileError, HeadSet
 from backends.hf.lm import CausalLM
 from backends.models import ModelNotFoundError, load_causal_lm
@@ -52,13 +52,19 @@ def test_alignatt_output_is_append_only_and_whole_units(tiny_lm):
 
 
 def test_border_extremes_wait_for_the_end_or_accept_every_draft(tiny_lm):
-    never = AlignAttTranslator(tiny_lm, AlignAttConfig(border=-1000, final_max_new_tokens=40), heads_of(tiny_lm))
+    # A Chinese target: the random model's mixed-script output is not cut as a switch of script.
+    never = AlignAttTranslator(tiny_lm, AlignAttConfig(border=-1000, target_lang="zh", final_max_new_tokens=40),
+                               heads_of(tiny_lm))
     emissions = stream(never, SENTENCE)
     assert all(not e.new_units for e in emissions[:-1])
-    # Waiting until the source is complete gives the offline (whole-sentence) greedy translation.
-    offline = tiny_lm.session(None).draft(never.prompts.build(SENTENCE, "").token_ids, 40, capture=False)
-    offline_text = tiny_lm.decode(offline.tokens).replace("\ufffd", "")  # unfinished byte sequences are dropped
-    assert never.target_text == " ".join(split_units(offline_text, "word"))
+    # Waiting until the source is complete gives the offline (whole-sentence) translation: the offline row's
+    # translator, and the same model's greedy draft up to where the guards end it.
+    offline = WaitkTranslator(tiny_lm, WaitkConfig(k=1000, target_lang="zh", final_max_new_tokens=40))
+    offline.flush([SourceWord(w) for w in SENTENCE])
+    assert never.target_text == offline.target_text != ""
+    greedy = tiny_lm.session(None).draft(never.prompts.build(SENTENCE, "").token_ids, 40, capture=False)
+    greedy_text = tiny_lm.decode(greedy.tokens).replace("\ufffd", "")  # unfinished byte sequences are dropped
+    assert greedy_text.strip().startswith(never.target_text)
     always = AlignAttTranslator(tiny_lm, AlignAttConfig(border=1000, final_max_new_tokens=40), heads_of(tiny_lm))
     stream(always, SENTENCE)
     assert all(step.scan is None or step.scan.accepted_tokens == len(step.draft.tokens) for step in always.steps)
@@ -122,3 +128,65 @@ def test_stopping_the_draft_at_the_first_rejected_token_changes_no_decision(tiny
     assert [e.new_units for e in stream(early, SENTENCE)] == [e.new_units for e in stream(full, SENTENCE)]
     assert [s.scan for s in early.steps] == [s.scan for s in full.steps]
     assert sum(len(s.draft.tokens) for s in early.steps) <= sum(len(s.draft.tokens) for s in full.steps)
+
+
+def test_local_agreement_commits_only_what_two_translations_agree_on(tiny_lm):
+    translator = LocalAgreementTranslator(tiny_lm, LocalAgreementConfig(final_max_new_tokens=40))
+    translator.reset()
+    previous: list[str] | None = None
+    for word in SENTENCE:
+        before = len(translator.emitted_units)
+        emission = translator.feed([SourceWord(word)])
+        assert emission.retract_units == 0
+        step = translator.steps[-1]
+        hypothesis = split_units(step.draft_text, "word")
+        new = list(emission.new_units)
+        if previous is None:
+            assert new == []  # one translation agrees with nothing yet
+        else:
+            # The new units open both this translation and the previous one (after what was committed before).
+            assert hypothesis[:len(new)] == new and previous[:len(new)] == new
+        previous = hypothesis[len(new):] if len(hypothesis) > len(new) else []
+        assert len(translator.emitted_units) == before + len(new)
+    translator.flush()
+    assert translator.steps[-1].final
+
+
+
+@pytest.mark.harness
+def test_local_agreement_text_agent_runs_through_simuleval_cli(tmp_path, tiny_checkpoint):
+    """The text peer through SimulEval's real CLI gives what its translator gives when fed the same words."""
+    from harness_runs import simuleval_text_run
+
+    model = str(tiny_checkpoint("qwen3"))
+    sources = [" ".join(SENTENCE[:8]), " ".join(SENTENCE[8:])]
+    instances = simuleval_text_run(tmp_path, "agents.alignatt4llm.LocalAgreementTextAgent", sources, ["a", "b"],
+                                   "--model", model, "--final-max-new-tokens", "24")
+    translator = LocalAgreementTranslator(CausalLM(*load_causal_lm(model)),
+                                          LocalAgreementConfig(model=model, final_max_new_tokens=24))
+    for source, instance in zip(sources, instances):
+        stream(translator, source.split())
+        assert instance["prediction"] == translator.target_text
+
+
+def test_policy_log_writes_each_segments_counts_and_eval_reports_the_gate_share(tiny_lm, tmp_path):
+    """`policy_log`: one JSON line per finished segment whose counts add up to the stream's; `simulagents eval`
+    turns them into the share of live steps where the gate fired."""
+    import json
+
+    from agents.evaluation.runs import POLICY_LOG
+    from agents.evaluation.scoring import policy_scores
+
+    log = tmp_path / POLICY_LOG
+    translator = AlignAttTranslator(tiny_lm, AlignAttConfig(border=-2, median_width=3, final_max_new_tokens=20,
+                                                            policy_log=str(log)), heads_of(tiny_lm))
+    stream(translator, SENTENCE[:6])
+    stream(translator, SENTENCE[6:])  # reset between the two: the log keeps both streams' lines
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == 2 and all(line["final_steps"] == 1 for line in lines)
+    assert lines[-1] == dataclasses.asdict(translator.stats)  # the second stream alone (reset cleared the counts)
+    live = sum(line["live_steps"] for line in lines)
+    fired = sum(line["gate_fired"] for line in lines)
+    assert lines[-1]["live_steps"] == sum(1 for step in translator.steps if not step.final) > 0
+    assert policy_scores(tmp_path)["gate fired (% of steps)"] == pytest.approx(100.0 * fired / live)
+    assert policy_scores(tmp_path / "absent") == {}

@@ -104,9 +104,22 @@ def regime_label(settings: dict) -> str:
     return ",".join(f"{key}={value}" for key, value in settings.items()) or "default"
 
 
+POLICY_LOG = "policy.jsonl"  # the policy statistics a run's LLM translator writes (`policy_log` knob)
+
+
+def with_policy_log(spec: RunSpec, run_dir: Path) -> dict:
+    """The run's settings plus `policy_log` in its directory, when the agent's translator has that knob."""
+    settings = dict(spec.settings)
+    if spec.kind != OFFLINE and "policy_log" not in settings:
+        knobs = {f.name for f in dataclasses.fields(agent_class(spec.agent).config_class)}
+        if "policy_log" in knobs:
+            settings["policy_log"] = str(run_dir / POLICY_LOG)
+    return settings
+
+
 def command(spec: RunSpec, dataset: EvalSet, run_dir: Path) -> list[str]:
     """The harness command line of one run (the same a user would type)."""
-    settings = spec.settings
+    settings = with_policy_log(spec, run_dir)
     if spec.kind == SPEECH:
         arguments = [sys.executable, "-m", "agents.simulstream_cli", "--agent", spec.agent,
                      "--wav-list", str(dataset.wav_list), "--src-lang", dataset.source_lang,

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from agents.evaluation.data import EvalSet
-from agents.evaluation.runs import OFFLINE, SPEECH, TEXT, EvaluationError, RunSpec
+from agents.evaluation.runs import OFFLINE, POLICY_LOG, SPEECH, TEXT, EvaluationError, RunSpec
 
 
 class ScoringError(EvaluationError):
@@ -170,6 +170,22 @@ def score_offline(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
     return corpus_quality(hypotheses, list(dataset.references), dataset.target_lang)
 
 
+def policy_scores(run_dir: Path) -> dict[str, float]:
+    """From the translator's policy log (if the run wrote one): the share of live steps where the AlignAtt gate
+    withheld draft tokens, and of drafts cut at a line break or a loop, in percent."""
+    log = run_dir / POLICY_LOG
+    if not log.is_file():
+        return {}
+    totals: dict[str, int] = {}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        for name, value in json.loads(line).items():
+            totals[name] = totals.get(name, 0) + value
+    live, final = totals.get("live_steps", 0), totals.get("final_steps", 0)
+    return {"gate fired (% of steps)": 100.0 * totals.get("gate_fired", 0) / max(live, 1),
+            "degenerate drafts (%)": 100.0 * (totals.get("degenerate", 0) + totals.get("final_degenerate", 0))
+            / max(live + final, 1)}
+
+
 def score_run(spec: RunSpec, run_dir: Path, dataset: EvalSet) -> dict[str, float]:
     scorer = {SPEECH: score_speech, TEXT: score_text, OFFLINE: score_offline}[spec.kind]
-    return scorer(run_dir, dataset)
+    return {**scorer(run_dir, dataset), **policy_scores(run_dir)}

@@ -79,7 +79,13 @@ class CascadeTranslator(SpeechStreamingTranslator):
         for sentence in update.committed_sentences:
             self.committed_sentences.append(sentence)
             emission = emission.then(self.translator.finish_segment(sentence))
-        if not final and update.live_sentence:
+        if final:
+            return emission
+        if self.config.source_frontier == "agreement":
+            # LocalAgreement-2 on the recogniser: the translator reads only the words two hypotheses agree on.
+            if update.agreed_live_sentence:
+                emission = emission.then(self.translator.revise(update.agreed_live_sentence))
+        elif update.live_sentence:
             emission = emission.then(self.translator.revise(update.live_sentence, now=self.now,
                                                             hold_back=self.config.hold_back))
         return emission

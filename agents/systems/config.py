@@ -25,16 +25,24 @@ class LLMTranslatorConfig:
     source_lang: str = knob("en", "source language code")
     target_lang: str = knob("de", "target language code (zh/ja emit characters, others words)")
     max_new_tokens: int = knob(16, "draft budget per step (paper: 16)")
-    final_max_new_tokens: int = knob(256, "budget for the final flush once the source is complete")
+    final_max_new_tokens: int = knob(256, "most tokens the final flush may draft once the source is complete")
+    final_budget_ratio: float = knob(2.0, "the final flush drafts at most ratio x source tokens + slack for the "
+                                          "segment's whole target (less what is committed): loops cannot run on")
+    final_budget_slack: int = knob(8, "tokens added to ratio x source tokens in the final budget")
     model_dtype: str = knob("float32", "torch dtype of the model: float32, bfloat16, float16, or int8 (CPU only: "
                                        "Linear layers quantized to int8, activations quantized on the fly)")
     model_device: str = knob("cpu", "torch device of the model, e.g. cpu or cuda")
+    policy_log: str = knob("", "append the policy's statistics (live steps, gate fired, tokens withheld, degenerate "
+                               "drafts) as one JSON line per finished segment to this file; empty: off")
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
                                               "target unit that closes a sentence on (the speech cascade does)")
 
     def validate(self) -> None:
         if self.max_new_tokens < 1 or self.final_max_new_tokens < 1:
             raise ConfigError("max_new_tokens and final_max_new_tokens must be >= 1")
+        if not self.final_budget_ratio > 0 or self.final_budget_slack < 0:
+            raise ConfigError(f"final_budget_ratio must be > 0 and final_budget_slack >= 0, got "
+                              f"{self.final_budget_ratio} and {self.final_budget_slack}")
         if self.model_dtype not in ("float32", "bfloat16", "float16", "int8"):
             raise ConfigError(f"model_dtype must be float32, bfloat16, float16 or int8, got {self.model_dtype!r}")
         if self.model_dtype == "int8" and self.model_device != "cpu":
@@ -88,8 +96,9 @@ class DraftBackendKnob:
 class AlignAttConfig(LLMTranslatorConfig, DraftBackendKnob):
     heads: str = knob("", "heads JSON (published format); empty: the default set for the model and direction")
     top_k_heads: int = knob(8, "how many of the ranked heads to use (paper: 8)")
-    border: int = knob(1, "frontier margin b in source words: stop when the attention peak is on word >= "
-                          "N_accessible + b; negative b = -f is AlignAtt's 'last f words' rule for text input")
+    border: int = knob(0, "frontier margin b in source words: stop at the first draft token whose attention peak "
+                          "is on word >= N_accessible + b (0: a word not yet accessible; -f: also the last f "
+                          "accessible words, AlignAtt's 'last f words' rule for text input)")
     argmax_mass_threshold: float = knob(0.0, "tau_argmax: minimum head-averaged mass on the peak word")
     source_mass_threshold: float = knob(0.0, "tau_src: minimum head-averaged mass on accessible source")
     median_width: int = knob(7, "width of the median filter along the source axis (paper: 7)")
@@ -115,6 +124,17 @@ class WaitkConfig(LLMTranslatorConfig, DraftBackendKnob):
 
 
 @dataclass(frozen=True)
+class LocalAgreementConfig(LLMTranslatorConfig, DraftBackendKnob):
+    agreement: int = knob(2, "LocalAgreement-n: commit what the last n re-translations agree on (baseline: 2)")
+
+    def validate(self) -> None:
+        super().validate()
+        self.validate_backend()
+        if self.agreement < 2:
+            raise ConfigError(f"agreement must be >= 2 hypotheses, got {self.agreement}")
+
+
+@dataclass(frozen=True)
 class SpeechCascadeKnobs:
     """The knobs of the speech cascade's front end (recogniser, transcript commit, timing), shared by every text
     policy the cascade drives (`CascadeConfig` for AlignAtt, `agents.systems.ssbd_config` for SSBD)."""
@@ -126,8 +146,11 @@ class SpeechCascadeKnobs:
     aligner_model: str = knob("", "forced-aligner weights for qwen3 (a local directory or HF-cache id)")
     asr_device: str = knob("cpu", "device of the recogniser, e.g. cpu or cuda")
     asr_dtype: str = knob("float32", "torch dtype of a torch recogniser (qwen3)")
+    source_frontier: str = knob("time", "which live words the translator reads: time (all, those that ended "
+                                        "hold_back before now accessible) or agreement (only the words two "
+                                        "consecutive hypotheses agree on: whisper_streaming's LocalAgreement-2)")
     hold_back: float = knob(0.25, "seconds: a source word is accessible once it ended at least this long before "
-                                  "the audio received so far (paper: 0.25; 0 reproduces the official runs)")
+                                  "the audio received so far (paper: 0.25; the official runs used 0)")
     min_start_seconds: float = knob(2.0, "no ASR or MT before this much audio has arrived (seconds)")
     max_tail_seconds: float = knob(20.0, "uncommitted audio kept for re-transcription; past this, words are "
                                          "committed without a sentence end so each chunk's cost stays bounded")
@@ -139,6 +162,8 @@ class SpeechCascadeKnobs:
             raise ConfigError(f"asr must be one of {', '.join(RECOGNIZERS)}, got {self.asr!r}")
         if self.asr == "qwen3" and not self.aligner_model:
             raise ConfigError("asr: qwen3 needs aligner_model (e.g. a local Qwen3-ForcedAligner-0.6B directory)")
+        if self.source_frontier not in ("time", "agreement"):
+            raise ConfigError(f"source_frontier must be time or agreement, got {self.source_frontier!r}")
         if self.hold_back < 0 or self.min_start_seconds < 0:
             raise ConfigError("hold_back and min_start_seconds must be >= 0 seconds")
         if not 0 < self.max_tail_seconds <= 28:
@@ -150,6 +175,21 @@ class SpeechCascadeKnobs:
 class CascadeConfig(AlignAttConfig, SpeechCascadeKnobs):
     """The speech cascade: a recogniser with word end times feeding the AlignAtt MT policy, one step per chunk."""
 
+    withhold_sentence_end: bool = knob(True, "before the ASR commits the source sentence, emit nothing from the "
+                                             "first target unit that closes a sentence on")
+
+    def validate(self) -> None:
+        super().validate()
+        self.validate_speech()
+
+
+@dataclass(frozen=True)
+class LocalAgreementCascadeConfig(LocalAgreementConfig, SpeechCascadeKnobs):
+    """The LocalAgreement peer of the speech cascade: LocalAgreement-2 on the recogniser's words, LocalAgreement
+    over greedy re-translation on the MT (the IWSLT 2026 baseline's rules), same recogniser and LLM."""
+
+    source_frontier: str = knob("agreement", "which live words the translator reads: agreement (LocalAgreement-2) "
+                                             "or time")
     withhold_sentence_end: bool = knob(True, "before the ASR commits the source sentence, emit nothing from the "
                                              "first target unit that closes a sentence on")
 

@@ -5,19 +5,22 @@ A stream is a sequence of segments (sentences): `flush`/`finish_segment` complet
 fresh prompt, so a long talk costs per step what its current sentence costs."""
 from __future__ import annotations
 
+import json
 from abc import abstractmethod
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
 from agents.core import Emission, SourceWord, StreamingTranslator
-from agents.systems.config import AlignAttConfig, LLMTranslatorConfig, WaitkConfig
+from agents.systems.config import AlignAttConfig, LLMTranslatorConfig, LocalAgreementConfig, WaitkConfig
 from backends.choice import load_lm
 from backends.heads import HeadSet, default_heads, load_heads
 from backends.hf.lm import CausalLM, Draft
-from backends.hf.prompt import PromptBuilder, TranslationPrompt
+from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
+from policies.degenerate import DraftGuard, final_budget
 from policies.frontier import accessible_word_count
+from policies.local_agreement import agreed_prefix
 from policies.transcript import ends_sentence
 from policies.units import (
     REPLACEMENT_CHARACTER,
@@ -34,14 +37,64 @@ MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk
 
 @dataclass(frozen=True)
 class Step:
-    """What one policy call saw and decided (kept for diagnostics and tests)."""
+    """What one policy call saw and decided (kept for diagnostics and tests).
 
-    prompt: TranslationPrompt
-    draft: Draft
+    degenerate: the draft ran into a line break or a loop and was cut there (`policies.degenerate`).
+    """
+
+    prompt: TranslationPrompt | None
+    draft: Draft | None
     draft_text: str
     committed_text: str
     accessible_words: int
     scan: ScanResult | None = None
+    final: bool = False
+    degenerate: bool = False
+    skipped: str = ""  # why no draft was made (a source the prompt cannot map), else empty
+
+    @property
+    def gate_fired(self) -> bool:
+        """Whether the AlignAtt gate rejected a draft token at this step (the draft was not accepted whole)."""
+        return self.scan is not None and self.scan.accepted_tokens < len(self.scan.decisions)
+
+    @property
+    def gate_stopped_tokens(self) -> int:
+        """Draft tokens the gate withheld: from the first rejected one to the end of the draft."""
+        if self.scan is None or self.draft is None:
+            return 0
+        return len(self.draft.tokens) - self.scan.accepted_tokens if self.gate_fired else 0
+
+
+@dataclass
+class PolicyStats:
+    """Counts over a stream's steps: how often the policy held back part of a draft.
+
+    gate_fired: steps where the AlignAtt gate rejected a token; gate_stopped_tokens: draft tokens withheld by it;
+    degenerate: drafts cut at a line break or a loop; skipped: steps whose source could not be mapped.
+    """
+
+    live_steps: int = 0
+    draft_tokens: int = 0
+    gate_fired: int = 0
+    gate_stopped_tokens: int = 0
+    degenerate: int = 0
+    final_steps: int = 0
+    final_degenerate: int = 0
+    skipped: int = 0
+
+    def add(self, step: "Step") -> None:
+        if step.skipped:
+            self.skipped += 1
+            return
+        if step.final:
+            self.final_steps += 1
+            self.final_degenerate += step.degenerate
+            return
+        self.live_steps += 1
+        self.draft_tokens += len(step.draft.tokens)
+        self.gate_fired += step.gate_fired
+        self.gate_stopped_tokens += step.gate_stopped_tokens
+        self.degenerate += step.degenerate
 
 
 class LLMTranslator(StreamingTranslator):
@@ -52,11 +105,17 @@ class LLMTranslator(StreamingTranslator):
         self.lm = lm
         self.config = config
         self.prompts = PromptBuilder(lm.tokenizer, config.source_lang, config.target_lang)
+        # The instructions are English: an English target may say anything they say, so no echo rule for it.
+        instructions = () if config.target_lang.lower().startswith("en") else \
+            tuple(f"{self.prompts.system} {self.prompts.instruction}".split())
+        self.guard = DraftGuard(self.target_unit, config.target_lang, instructions)
         self.session = lm.session(heads)
         self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
         self.segment_start = 0  # index in emitted_units where the current segment's target begins
         self.steps: deque[Step] = deque(maxlen=MAX_KEPT_STEPS)
+        self.stats = PolicyStats()  # this stream's, since reset
+        self._logged_stats = PolicyStats()  # the part of `stats` already written to policy_log
         self._last_step_key: tuple | None = None
 
     def reset(self) -> None:
@@ -65,7 +124,13 @@ class LLMTranslator(StreamingTranslator):
         self.source_words = []
         self.segment_start = 0
         self.steps.clear()
+        self.stats = PolicyStats()
+        self._logged_stats = PolicyStats()
         self._last_step_key = None
+
+    def _record(self, step: Step) -> None:
+        self.steps.append(step)
+        self.stats.add(step)
 
     @property
     def segment_units(self) -> list[str]:
@@ -78,7 +143,7 @@ class LLMTranslator(StreamingTranslator):
 
     def revise(self, words: Sequence[SourceWord], now: float | None = None, hold_back: float = 0.0) -> Emission:
         """Replace the current segment's source (a live ASR hypothesis may change its tail) and take one step."""
-        self.source_words = list(words)
+        self.source_words = prompt_words(words)
         if not self.source_words:
             return Emission()
         if now is None:
@@ -93,12 +158,22 @@ class LLMTranslator(StreamingTranslator):
     def finish_segment(self, words: Sequence[SourceWord]) -> Emission:
         """The current segment's source is complete and is `words`: emit the rest of its translation, then start a
         new segment."""
-        self.source_words = list(words)
+        self.source_words = prompt_words(words)
         emission = self._emit(self._step(len(self.source_words), final=True)) if self.source_words else Emission()
         self.source_words = []
         self.segment_start = len(self.emitted_units)
         self._last_step_key = None
+        self._write_policy_log()
         return emission
+
+    def _write_policy_log(self) -> None:
+        """Append the statistics since the last line to `policy_log` (one JSON line per finished segment), so an
+        evaluation can say how often the gate fired. `stats` keeps counting for the whole stream."""
+        if self.config.policy_log:
+            now, before = asdict(self.stats), asdict(self._logged_stats)
+            with open(self.config.policy_log, "a", encoding="utf-8") as log:
+                log.write(json.dumps({name: now[name] - before[name] for name in now}) + "\n")
+            self._logged_stats = PolicyStats(**now)
 
     def _step(self, accessible: int, final: bool) -> Emission:
         if not final and (accessible == 0 or not self._may_write()):
@@ -108,25 +183,56 @@ class LLMTranslator(StreamingTranslator):
         if step_key == self._last_step_key:
             return Emission()
         self._last_step_key = step_key
-        prompt = self.prompts.build([w.text for w in self.source_words], join_units(self.segment_units,
-                                                                                      self.target_unit))
-        budget = self.config.final_max_new_tokens if final else self.config.max_new_tokens
-        scan = None
+        source = [w.text for w in self.source_words]
+        target_prefix = join_units(self.segment_units, self.target_unit)
+        try:
+            # A live step needs the source map; the final draft does not, so it never fails on one.
+            prompt = self.prompts.build(source, target_prefix, map_source=not final)
+        except PromptError as error:  # e.g. a recognised "word" that owns no token: skip this step, keep the stream
+            self._record(Step(None, None, "", "", accessible, final=final, skipped=str(error)))
+            return Emission()
         if final:
-            draft = self.session.draft(prompt.token_ids, budget, capture=False)
-            # Byte fragments that never completed a character (U+FFFD) are dropped; everything else is final.
-            draft_text = self.lm.decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "")
-            committed_length = committable_prefix_length(draft_text, "", self.target_unit)
+            budget = self._final_budget(prompt, target_prefix)
+            draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._degenerate)
+            accepted, scan = len(draft.tokens), None
         else:
-            draft, accepted, scan = self._draft_and_accept(prompt, budget, accessible)
-            draft_text = self.lm.decode(draft.tokens)
-            committed_length = self._committable_length(draft, accepted)
+            draft, accepted, scan = self._draft_and_accept(prompt, self.config.max_new_tokens, accessible)
+        # Byte fragments that never completed a character (U+FFFD) are dropped from a final draft; a live draft
+        # rounds back to the last complete unit anyway.
+        draft_text = self.lm.decode(draft.tokens)
+        if final:
+            draft_text = draft_text.replace(REPLACEMENT_CHARACTER, "")
+        usable, degenerate = self._usable_length(draft_text)
+        if final or degenerate:
+            # The draft is complete up to `usable` (it ended, or a line break / the loop's second copy follows).
+            committed_length = committable_prefix_length(draft_text[:usable], "", self.target_unit)
+        else:
+            committed_length = len(draft_text)
+        if not final:
+            committed_length = min(committed_length, self._committable_length(draft, accepted))
         committed = draft_text[:committed_length]
-        self.steps.append(Step(prompt, draft, draft_text, committed, accessible, scan))
-        units = tuple(split_units(committed, self.target_unit))
+        self._record(Step(prompt, draft, draft_text, committed, accessible, scan, final, degenerate))
+        units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
         if not final and self.config.withhold_sentence_end:
-            units = units_before_sentence_end(units)
+            units = units_before_sentence_end(units, self.config.target_lang)
         return Emission(new_units=self._limit(units, final))
+
+    def _final_budget(self, prompt: TranslationPrompt, target_prefix: str) -> int:
+        """The final draft's budget, proportional to the source (`policies.degenerate.final_budget`)."""
+        tokenize = self.lm.tokenizer
+        source_tokens = len(tokenize(" ".join(w.text for w in self.source_words), add_special_tokens=False)["input_ids"])
+        prefix_tokens = len(tokenize(target_prefix, add_special_tokens=False)["input_ids"]) if target_prefix else 0
+        return final_budget(source_tokens, prefix_tokens, self.config.final_budget_ratio,
+                            self.config.final_budget_slack, self.config.final_max_new_tokens)
+
+    def _usable_length(self, draft_text: str) -> tuple[int, bool]:
+        """How much of a draft is still a translation of the segment (`policies.degenerate.DraftGuard`)."""
+        return self.guard.usable_length(self.segment_units, draft_text, [w.text for w in self.source_words])
+
+    def _degenerate(self, draft: Draft) -> bool:
+        """Stop condition of every draft: the text ran into a line break, a loop, an echo of the instructions or a
+        foreign script (nothing after it is used)."""
+        return self._usable_length(self.lm.decode(draft.tokens))[1]
 
     def _committable_length(self, draft: Draft, accepted: int) -> int:
         """Round the accepted token prefix back to the last complete stability unit."""
@@ -183,7 +289,11 @@ class AlignAttTranslator(LLMTranslator):
             row = draft.source_attention(prompt.source_positions, index, index + 1)[0].numpy()
             return scanner.push(row).failure is not None
 
-        draft = self.session.draft(prompt.token_ids, budget, stop=scan_next if self.stop_at_first_failure else None)
+        def stop(draft: Draft) -> bool:
+            rejected = scan_next(draft) if self.stop_at_first_failure else False
+            return rejected or self._degenerate(draft)
+
+        draft = self.session.draft(prompt.token_ids, budget, stop=stop)
         while not scanner.failed and len(scanner.decisions) < len(draft.tokens):
             scan_next(draft)
         return draft, scanner.accepted_tokens, scanner.result()
@@ -200,7 +310,15 @@ class WaitkTranslator(LLMTranslator):
         return cls(lm or load_lm(config.backend, config.model, **config.lm_options()), config)
 
     def _draft_and_accept(self, prompt, budget, accessible):
-        draft = self.session.draft(prompt.token_ids, budget, capture=False)
+        """Draft only until the units the schedule allows now are complete (the next one has begun): one new word
+        per read costs a few tokens, not the whole budget."""
+        allowed = waitk_target_budget(len(self.source_words), self.config.k, False) - len(self.segment_units)
+
+        def stop(draft: Draft) -> bool:
+            text = self.lm.decode(draft.tokens)
+            return len(split_units(text, self.target_unit)) > allowed or self._degenerate(draft)
+
+        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
         return draft, len(draft.tokens), None
 
     def _may_write(self):
@@ -213,11 +331,69 @@ class WaitkTranslator(LLMTranslator):
         return units[: max(0, budget - len(self.segment_units))]
 
 
-def units_before_sentence_end(units: tuple[str, ...]) -> tuple[str, ...]:
-    """The units before the first one that closes a sentence: an unfinished source segment must not get a finished
-    translation (the model would consider it done and never translate the rest)."""
+class LocalAgreementTranslator(LLMTranslator):
+    """The LocalAgreement baseline over greedy re-translation (the IWSLT 2026 baseline's MT rule): each step
+    translates the whole source so far after the committed target and commits the units the last `agreement`
+    translations agree on."""
+
+    def __init__(self, lm: CausalLM, config: LocalAgreementConfig):
+        super().__init__(lm, config, heads=None)
+        self.hypotheses: deque[list[str]] = deque(maxlen=config.agreement)
+
+    @classmethod
+    def from_config(cls, config: LocalAgreementConfig, lm: CausalLM | None = None) -> "LocalAgreementTranslator":
+        return cls(lm or load_lm(config.backend, config.model, **config.lm_options()), config)
+
+    def reset(self) -> None:
+        super().reset()
+        self.hypotheses.clear()
+
+    def finish_segment(self, words: Sequence[SourceWord]) -> Emission:
+        emission = super().finish_segment(words)
+        self.hypotheses.clear()
+        return emission
+
+    def _draft_and_accept(self, prompt, budget, accessible):
+        """The whole translation (budget as for a final draft), accepted up to the units every hypothesis of the
+        window agrees on; the window keeps each hypothesis' units after what is committed."""
+        draft = self.session.draft(prompt.token_ids, self._final_budget(prompt, join_units(self.segment_units,
+                                                                                              self.target_unit)),
+                                   capture=False, stop=self._degenerate)
+        text = self.lm.decode(draft.tokens)
+        text = text[: self._usable_length(text)[0]]
+        units = split_units(text, self.target_unit)
+        if not draft.finished:  # cut by the budget: the last unit may be incomplete
+            units = units[:-1]
+        self.hypotheses.append(units)
+        agreed = agreed_prefix(list(self.hypotheses))
+        self.hypotheses = deque((h[agreed:] for h in self.hypotheses), maxlen=self.hypotheses.maxlen)
+        return draft, self._tokens_for_units(draft, agreed), None
+
+    def _tokens_for_units(self, draft: Draft, count: int) -> int:
+        """The fewest draft tokens whose text holds `count` complete units (the next character starts another)."""
+        if count == 0:
+            return 0
+        for length in range(1, len(draft.tokens) + 1):
+            units = split_units(self.lm.decode(draft.tokens[:length]), self.target_unit)
+            if len(units) > count:
+                return length - 1
+        return len(draft.tokens)
+
+
+def prompt_words(words: Sequence[SourceWord]) -> list[SourceWord]:
+    """Source words as the prompt takes them: a recognised "word" holding whitespace becomes several words with its
+    end time, and one that is only whitespace is dropped (a recogniser may return either)."""
+    cleaned = []
+    for word in words:
+        cleaned.extend(SourceWord(piece, word.end_time) for piece in word.text.split())
+    return cleaned
+
+
+def units_before_sentence_end(units: tuple[str, ...], lang: str | None = None) -> tuple[str, ...]:
+    """The units before the first one that closes a sentence (in `lang`, the target language): an unfinished source
+    segment must not get a finished translation (the model would consider it done and never translate the rest)."""
     for index, unit in enumerate(units):
-        if ends_sentence(unit):
+        if ends_sentence(unit, lang):
             return units[:index]
     return units
 

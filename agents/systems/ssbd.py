@@ -136,7 +136,7 @@ class SSBDTranslator(StreamingTranslator):
         text = self.model.decode(output.tokens).replace(REPLACEMENT_CHARACTER, "")
         shown = displayed_units(split_units(text, self.target_unit), self.config.mask_k, final)
         if not final and self.config.withhold_sentence_end:
-            shown = list(units_before_sentence_end(tuple(shown)))
+            shown = list(units_before_sentence_end(tuple(shown), self.config.target_lang))
         retract, new = revision(self.segment_units, shown)
         self.stats.add_update(output.draft_length, output.accepted, len(output.tokens), output.generation_seconds,
                               output.prompt_seconds, retract, output.generation_cpu_seconds, output.prompt_cpu_seconds,

@@ -5,6 +5,7 @@ KV cache and the q/k recorder, so no state passes between streams.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -75,8 +76,15 @@ class CausalLM:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
 
+# An added token shaped like markup ("<think>", "<|channel>", "<tool_call>", "[multimodal]") is control vocabulary:
+# a one-line translation never contains one.
+CONTROL_TOKEN = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
+
+
 def stop_token_ids(model, tokenizer) -> set[int]:
-    """End-of-sequence ids from the generation config, the model config and the chat template's end-of-turn."""
+    """Ids that end a draft: end-of-sequence from the generation config, the model config and the chat template's
+    end-of-turn, and every other special or control token (a thought marker such as Qwen3's `<think>` or Gemma-4's
+    `<|channel>` must end the translation, not be dropped by decoding and followed by its thought prose)."""
     ids: set[int] = set()
     for source in (getattr(model, "generation_config", None), model.config, tokenizer):
         value = getattr(source, "eos_token_id", None)
@@ -88,6 +96,11 @@ def stop_token_ids(model, tokenizer) -> set[int]:
         token_id = tokenizer.convert_tokens_to_ids(token)
         if isinstance(token_id, int) and token_id != tokenizer.unk_token_id and token_id >= 0:
             ids.add(token_id)
+    ids.update(int(i) for i in getattr(tokenizer, "all_special_ids", ()) or ())
+    for token_id, added in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
+        if getattr(added, "special", False) or CONTROL_TOKEN.fullmatch(str(added)):
+            ids.add(int(token_id))
+    # The beginning of a sequence is never generated; a pad or unknown token that is, ends the draft too.
     return ids
 
 

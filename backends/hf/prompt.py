@@ -74,14 +74,19 @@ class PromptBuilder:
         return messages
 
     def render(self, source: str, target_prefix: str) -> str:
+        # enable_thinking=False: reasoning chat templates (Qwen3, Gemma-4) open no thought block; others ignore it.
         return self.tokenizer.apply_chat_template(
             self.messages(source, target_prefix),
             tokenize=False,
             add_generation_prompt=not target_prefix,
             continue_final_message=bool(target_prefix),
+            enable_thinking=False,
         )
 
-    def build(self, source_words: Sequence[str], target_prefix: str = "") -> TranslationPrompt:
+    def build(self, source_words: Sequence[str], target_prefix: str = "", map_source: bool = True
+              ) -> TranslationPrompt:
+        """The prompt for `source_words` and the committed `target_prefix`; without `map_source` the source map is
+        left empty (a final draft needs no attention), so no PromptError can come from mapping."""
         words = [word.strip() for word in source_words]
         if not words or any(not w or any(c.isspace() for c in w) for w in words):
             raise PromptError(f"source words must be non-empty and contain no whitespace, got {list(source_words)!r}")
@@ -92,7 +97,10 @@ class PromptBuilder:
         if user_start < 0:
             raise PromptError("the chat template altered the user message, so the source span cannot be located")
         encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        positions, token_word = map_source_tokens(encoding["offset_mapping"], words, user_start)
+        if map_source:
+            positions, token_word = map_source_tokens(encoding["offset_mapping"], words, user_start)
+        else:
+            positions, token_word = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return TranslationPrompt(
             token_ids=list(encoding["input_ids"]),
             source_positions=positions,

@@ -1,0 +1,150 @@
+"""Where a one-line translation draft stops being a translation: at a line break, a loop, an echo of the prompt's
+instructions, a switch to a script the target language does not use, or past the length its source can need.
+Pure text rules shared by every LLM translator and backend.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from dataclasses import dataclass, field
+
+from policies.units import Unit, is_cjk_unit_char, split_units
+
+# A loop of a block of m units needs this many copies in a row before it is cut: one-unit and two-unit repeats
+# occur in real text ("sehr, sehr", "谢谢"), longer blocks repeated even twice do not.
+SHORT_BLOCK_REPEATS = 3
+LONG_BLOCK_REPEATS = 2
+SHORT_BLOCK = {"word": 2, "char": 3}  # blocks of at most this many units are short
+MAX_BLOCK = 16  # longest block searched for (units)
+_PUNCTUATION = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def line_end(text: str) -> int | None:
+    """Index of the first line break in `text`, or None: a one-line translation ends there (what follows is
+    another turn, an explanation or a repeated prompt)."""
+    match = re.search(r"[\r\n\u2028\u2029]", text)
+    return None if match is None else match.start()
+
+
+def _normalized(unit: str) -> str:
+    """A unit as a loop compares it: case and punctuation ignored ("Sie." == "sie," ; "." == "…")."""
+    bare = _PUNCTUATION.sub("", unit).casefold()
+    return bare if bare else "<punct>"
+
+
+def loop_start(units: Sequence[str], unit: Unit) -> int | None:
+    """Index of the unit where a loop at the END of `units` starts repeating, or None when the tail is no loop.
+
+    The tail is a loop when a block of m units (1 <= m <= MAX_BLOCK) occurs r times in a row at the end, with
+    r >= 3 for short blocks (m <= SHORT_BLOCK[unit]) and r >= 2 otherwise; units compare without case and
+    punctuation. The returned index is where the second copy begins: everything before it is kept (one copy).
+    When several blocks fit, the one whose repetition starts earliest is taken (it cuts the most).
+    """
+    keys = [_normalized(u) for u in units]
+    n = len(keys)
+    best: int | None = None
+    for block in range(1, min(MAX_BLOCK, n // 2) + 1):
+        needed = SHORT_BLOCK_REPEATS if block <= SHORT_BLOCK[unit] else LONG_BLOCK_REPEATS
+        if block * needed > n:
+            continue
+        tail = keys[n - block:]
+        copies = 1
+        while (copies + 1) * block <= n and keys[n - (copies + 1) * block: n - copies * block] == tail:
+            copies += 1
+        if copies >= needed:
+            start = n - (copies - 1) * block
+            best = start if best is None else min(best, start)
+    return best
+
+
+ECHO_WORDS = 2  # this many consecutive words of the prompt's instructions (and not of the source) are an echo
+
+
+def echo_start(units: Sequence[str], instruction_words: Sequence[str], source_words: Sequence[str] = ()) -> int | None:
+    """Index of the first unit where ECHO_WORDS consecutive units repeat consecutive words of the instructions
+    ("German translation is: ...") that the source does not also hold (a name may be in both), or None."""
+    def ngrams(words: Sequence[str]) -> set[tuple[str, ...]]:
+        keys = [_normalized(w) for w in words]
+        return {tuple(keys[i:i + ECHO_WORDS]) for i in range(len(keys) - ECHO_WORDS + 1)}
+
+    echoes = ngrams(instruction_words) - ngrams(source_words)
+    keys = [_normalized(u) for u in units]
+    for index in range(len(keys) - ECHO_WORDS + 1):
+        if tuple(keys[index:index + ECHO_WORDS]) in echoes:
+            return index
+    return None
+
+
+def foreign_script_start(units: Sequence[str], target_lang: str) -> int | None:
+    """Index of the first unit written in a script the target language does not use (CJK ideographs, kana or
+    hangul in a language written with an alphabet: the model switched language), or None. Chinese and Japanese
+    targets may hold Latin runs, so nothing is foreign to them."""
+    primary = target_lang.replace("_", "-").split("-")[0].lower()
+    if primary in ("zh", "ja", "ko"):
+        return None
+    for index, unit in enumerate(units):
+        if any(is_cjk_unit_char(c) or "\uac00" <= c <= "\ud7a3" for c in unit):
+            return index
+    return None
+
+
+def _end_of_units(text: str, units: Sequence[str], keep: int) -> int:
+    """The end, inside `text`, of its first `keep` units (`units` = split_units(text)); units are found in order."""
+    position = 0
+    for piece in units[:keep]:
+        position = text.index(piece.strip(), position) + len(piece.strip())
+    return position
+
+
+def loop_free_length(prefix_units: Sequence[str], draft_text: str, unit: Unit) -> int | None:
+    """Length of the part of `draft_text` before a loop that the committed `prefix_units` plus the draft end in,
+    or None when they end in no loop. The loop may begin inside the prefix; the cut never goes before the draft."""
+    draft_units = split_units(draft_text, unit)
+    start = loop_start([*prefix_units, *draft_units], unit)
+    if start is None:
+        return None
+    return _end_of_units(draft_text, draft_units, max(0, start - len(prefix_units)))
+
+
+@dataclass(frozen=True)
+class DraftGuard:
+    """Every rule of this module for one translation direction and prompt: `usable_length` says how much of a
+    draft is still a translation."""
+
+    unit: Unit
+    target_lang: str
+    instruction_words: tuple[str, ...] = field(default=())  # the prompt's system and instruction text, as words
+
+    def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = ()
+                      ) -> tuple[int, bool]:
+        """(length, degenerate): how much of `draft_text` (the continuation of the committed `prefix_units`) is
+        still a translation of `source_words`, and whether the draft ran into a line break, a loop, an echo of the
+        instructions or a foreign script (then the translation is over; the rest is never used)."""
+        length, degenerate = len(draft_text), False
+        newline = line_end(draft_text)
+        if newline is not None:
+            length, degenerate = newline, True
+        units = split_units(draft_text[:length], self.unit)
+        cuts = [foreign_script_start(units, self.target_lang),
+                echo_start(units, self.instruction_words, source_words)]
+        cuts = [cut for cut in cuts if cut is not None]
+        if cuts:
+            length, degenerate = _end_of_units(draft_text, units, min(cuts)), True
+        loop = loop_free_length(prefix_units, draft_text[:length], self.unit)
+        if loop is not None:
+            length, degenerate = loop, True
+        return length, degenerate
+
+
+
+def final_budget(source_tokens: int, target_prefix_tokens: int, ratio: float, slack: int, cap: int) -> int:
+    """Tokens a final draft may use: ratio x source tokens + slack in all for the segment's target, less what the
+    committed target already holds, within [1, cap]. (A translation runs about as long as its source; a budget
+    far beyond that only buys room for loops.)"""
+    if ratio <= 0 or slack < 0 or cap < 1:
+        raise ValueError(f"need ratio > 0, slack >= 0 and cap >= 1, got {ratio}, {slack}, {cap}")
+    total = math.ceil(ratio * source_tokens) + slack
+    return max(1, min(cap, total - target_prefix_tokens))

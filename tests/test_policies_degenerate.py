@@ -1,0 +1,80 @@
+"""The one-line translation guards: line breaks, loops (one copy kept), and the final budget."""
+import pytest
+
+from policies.degenerate import DraftGuard, echo_start, final_budget, foreign_script_start, line_end, loop_start
+
+
+def test_line_end():
+    assert line_end("Guten Tag.") is None
+    assert line_end("Guten Tag.\nGerman translation:") == len("Guten Tag.")
+    assert line_end("a\r\nb") == 1
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("wenn Sie. Sie. Sie.", "wenn Sie."),                      # one unit three times
+    ("Das ist . . . . .", "Das ist ."),                        # punctuation loop
+    ("Jünglichen. Jünglichen. Jünglichen.", "Jünglichen."),
+    ("So warum hat der Match prefix So warum hat der Match prefix", "So warum hat der Match prefix"),
+])
+def test_loop_is_cut_after_one_copy(text, kept):
+    units = text.split()
+    start = loop_start(units, "word")
+    assert start is not None and " ".join(units[:start]) == kept
+
+
+@pytest.mark.parametrize("text", [
+    "Das ist sehr, sehr gut",           # a short block twice is language
+    "Schritt für Schritt",
+    "Die Daten, die Daten sind gut",
+    "one two three four",
+])
+def test_real_text_is_no_loop(text):
+    assert loop_start(text.split(), "word") is None
+
+
+def test_chinese_loops_in_characters():
+    assert loop_start(list("谢谢"), "char") is None
+    assert loop_start(list("我们的模型我们的模型"), "char") == 5
+    assert loop_start(list("好好好"), "char") == 1
+
+
+INSTRUCTIONS = tuple("Translate the English text above into German. Output only the German translation.".split())
+
+
+def test_guard_cuts_at_line_break_or_loop_inside_the_draft_only():
+    guard = DraftGuard("word", "de", INSTRUCTIONS)
+    assert guard.usable_length([], "Guten Tag.\nDeutsch:") == (len("Guten Tag."), True)
+    assert guard.usable_length([], "Guten Tag.") == (len("Guten Tag."), False)
+    # The loop began in the committed prefix: the draft keeps nothing of it.
+    assert guard.usable_length(["Sie.", "Sie."], " Sie. Sie.") == (0, True)
+    draft = " wenn Sie. Sie. Sie. Sie."
+    length, degenerate = guard.usable_length(["Ich", "weiß,"], draft)
+    assert degenerate and draft[:length] == " wenn Sie."
+
+
+def test_guard_cuts_an_echo_of_the_instructions_unless_the_source_says_it():
+    guard = DraftGuard("word", "de", INSTRUCTIONS)
+    draft = " Match prefix auf den German translation is: So warum"
+    length, degenerate = guard.usable_length(["So", "warum", "hat", "der"], draft)
+    assert degenerate and draft[:length] == " Match prefix auf den"
+    source = "we need a German translation of it".split()
+    assert guard.usable_length([], "wir brauchen eine German translation", source) == (len(
+        "wir brauchen eine German translation"), False)
+    assert echo_start("Das ist gut".split(), INSTRUCTIONS) is None
+
+
+def test_guard_cuts_a_switch_of_script():
+    draft = "Query in mehrere. 自然. 模型. 翻译。"
+    length, degenerate = DraftGuard("word", "de").usable_length([], draft)
+    assert degenerate and draft[:length] == "Query in mehrere."
+    assert foreign_script_start(["使用", " GPU"], "zh") is None
+    assert foreign_script_start(["Hallo", "Welt"], "de") is None
+
+
+def test_final_budget_follows_the_source():
+    assert final_budget(13, 0, 2.0, 8, 256) == 34
+    assert final_budget(13, 30, 2.0, 8, 256) == 4
+    assert final_budget(13, 60, 2.0, 8, 256) == 1      # never zero
+    assert final_budget(500, 0, 2.0, 8, 256) == 256    # never above the cap
+    with pytest.raises(ValueError):
+        final_budget(13, 0, 0.0, 8, 256)
