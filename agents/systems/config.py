@@ -58,8 +58,8 @@ class DraftBackendKnob:
                               "from the vLLM environment, docs/vllm.md) or llama_cpp (llama-cpp-python on a GGUF, "
                               "model 'embedded' or a .gguf file; q/k through llama.cpp's eval callback, "
                               "docs/llama_cpp_alignatt.md)")
-    gguf_weights: str = knob("", "llama_cpp: run the GGUF re-quantized (once, cached) to f32, bf16, f16, q8_0 or "
-                                 "q4_0; empty runs the file as it is")
+    gguf_weights: str = knob("", "llama_cpp: run the GGUF re-quantized (once, cached) to bf16, f16, q8_0, q4_0 "
+                                 "or f32; empty runs the file as it is")
     n_threads: int = knob(0, "llama_cpp: CPU threads (0: llama-cpp-python's default, half the cores)")
     n_ctx: int = knob(2048, "llama_cpp: positions per stream (prompt + draft) in tokens")
 

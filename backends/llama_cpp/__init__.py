@@ -23,8 +23,8 @@ INSTALL_HINT = ("llama-cpp-python is not installed: pip install llama-cpp-python
 # Weight types a GGUF can be re-quantized to (llama.cpp's file types). bf16 keeps a Q4_K_M model's values (they are
 # dequantized, then rounded to bf16) and makes batched verification cheap on CPUs with AVX512-BF16: see docs/ssbd.md.
 # f32 (every tensor dequantized) is the reference for the capture parity with transformers float32.
-WEIGHT_TYPES = {"f32": "LLAMA_FTYPE_ALL_F32", "bf16": "LLAMA_FTYPE_MOSTLY_BF16", "f16": "LLAMA_FTYPE_MOSTLY_F16",
-                "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
+WEIGHT_TYPES = {"bf16": "LLAMA_FTYPE_MOSTLY_BF16", "f16": "LLAMA_FTYPE_MOSTLY_F16", "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
+                "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0", "f32": "LLAMA_FTYPE_ALL_F32"}
 LLAMA_FTYPE_ALL_F32 = "0"  # general.file_type of an all-f32 GGUF, as llama.cpp's metadata strings spell it
 GGML_TYPE_F32 = 0
 
