@@ -20,7 +20,6 @@ What this llama.cpp (llama-cpp-python 0.3.36) does, found by listing the graph o
 from __future__ import annotations
 
 import ctypes
-from typing import Sequence
 
 import numpy as np
 import torch

@@ -39,6 +39,7 @@ class LlamaCppDecodeSession(LlamaCppSession):
         self.heads = tuple((int(l), int(h)) for l, h in heads) if heads else None
         self.recorder = QKRecorder(self.heads) if self.heads else None
         self.capture: EvalCallbackCapture | None = None
+        self._record_queries = False  # whether the next batch's query rows are recorded (draft rows)
         if self.recorder is None:
             super().__init__(lm)
             return
@@ -79,8 +80,6 @@ class LlamaCppDecodeSession(LlamaCppSession):
         if capture:
             self.recorder.check_complete()
         return draft
-
-    _record_queries = False
 
     def _batch_starts(self, start: int, count: int) -> None:
         if self.capture is not None:
