@@ -37,14 +37,13 @@ class Agent(StreamingSpeechProcessor):
     @classmethod
     def shared_key(cls, config: CascadeConfig) -> tuple:
         return (config.asr, config.asr_model, config.aligner_model, config.asr_device, config.asr_dtype,
-                config.model, config.model_dtype, config.model_device, config.backend)
+                config.model, config.backend, *sorted(config.lm_options().items()))
 
     @classmethod
     def load_shared(cls, config: CascadeConfig):
         recognizer = load_recognizer(config.asr, config.asr_model, config.aligner_model, config.asr_device,
                                      config.asr_dtype)
-        lm = load_lm(config.backend, config.model, dtype=config.model_dtype, device=config.model_device,
-                     capture_heads=cls.capture_heads(config))
+        lm = load_lm(config.backend, config.model, capture_heads=cls.capture_heads(config), **config.lm_options())
         return recognizer, lm
 
     @classmethod

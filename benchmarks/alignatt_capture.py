@@ -1,16 +1,23 @@
 """ms per draft token, measured side by side on the same prompts: plain greedy decoding, decoding with q/k capture
-+ qk-fast replay + the AlignAtt policy, and the eager-attention reference (output_attentions at every step).
++ qk-fast replay + the AlignAtt policy, and the eager-attention reference (output_attentions at every step), on
+transformers; and plain decoding and capture + replay + policy on llama.cpp (q/k through its eval callback).
 
     python benchmarks/alignatt_capture.py [--model embedded] [--prompts 12] [--max-new-tokens 16]
-                                          [--context-sentences 0]
+                                          [--context-sentences 0] [--hf-dtype float32] [--threads 0]
+                                          [--llama-weights ''] [--no-llama]
 
 Targets (issue 2): capture path <= 1.15x plain decoding and >= 2x faster than the eager reference.
+Targets (issue 19): llama.cpp capture path >= 2.5x fewer ms per draft token than the transformers bf16 capture path,
+and <= 1.10x plain llama.cpp decoding. Wall and process CPU time are both printed (CPU time is less sensitive to
+other jobs on a shared machine).
 """
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -21,6 +28,9 @@ from backends.hf.prompt import PromptBuilder
 from backends.hf.reference import eager_attention
 from backends.models import load_causal_lm
 from policies.alignatt import AlignAttParams, scan_draft
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu import cpu_summary  # noqa: E402
 
 SENTENCES = [
     "What is simultaneous speech translation and why does it matter for international conferences?",
@@ -43,25 +53,32 @@ def prompts(builder: PromptBuilder, count: int, context_sentences: int):
     return built
 
 
-def time_plain(lm: CausalLM, prompt_ids, budget):
-    start = time.perf_counter()
-    draft = lm.session(None).draft(prompt_ids, budget, capture=False)
-    return time.perf_counter() - start, len(draft.tokens)
+def timed(run):
+    """(wall seconds, process CPU seconds, draft tokens) of `run()`, which returns the draft."""
+    start, start_cpu = time.perf_counter(), time.process_time()
+    draft = run()
+    return time.perf_counter() - start, time.process_time() - start_cpu, len(draft.tokens)
 
 
-def time_capture(lm: CausalLM, prompt, heads, budget, params):
-    start = time.perf_counter()
-    draft = lm.session(heads).draft(prompt.token_ids, budget)
+def plain_draft(session, prompt_ids, budget):
+    session.reset()  # every path starts from an empty cache (no prefix reuse across prompts)
+    return session.draft(prompt_ids, budget, capture=False)
+
+
+def capture_draft(session, prompt, budget, params):
+    """Decoding with capture, the replay of every draft row and the policy's scan."""
+    session.reset()
+    draft = session.draft(prompt.token_ids, budget)
     if draft.tokens:
         rows = draft.source_attention(prompt.source_positions).numpy()
         scan_draft(rows, prompt.source_token_word, prompt.word_count, params)
-    return time.perf_counter() - start, len(draft.tokens)
+    return draft
 
 
 @torch.inference_mode()
 def time_eager(lm: CausalLM, prompt, heads, budget):
     """The naive reference: eager attention with output_attentions at every step, rows read from the matrices."""
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     with eager_attention(lm.model):
         output = lm.model(torch.tensor([prompt.token_ids]), use_cache=True, output_attentions=True)
         cache, tokens = output.past_key_values, []
@@ -72,7 +89,7 @@ def time_eager(lm: CausalLM, prompt, heads, budget):
             tokens.append(token)
             output = lm.model(torch.tensor([[token]]), past_key_values=cache, use_cache=True, output_attentions=True)
             _ = torch.stack([output.attentions[l][0, h, -1, prompt.source_positions] for l, h in heads])
-    return time.perf_counter() - start, len(tokens)
+    return time.perf_counter() - start, time.process_time() - start_cpu, len(tokens)
 
 
 def main() -> None:
@@ -82,32 +99,58 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--context-sentences", type=int, default=0,
                         help="earlier sentences prepended to each source (longer prompts, as with talk context)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
+    parser.add_argument("--threads", type=int, default=0, help="torch and llama.cpp threads (0: leave as is)")
+    parser.add_argument("--hf-dtype", default="float32", help="dtype of the transformers rows (bfloat16: issue 19)")
+    parser.add_argument("--llama-weights", default="", help="llama.cpp: re-quantize the GGUF to this type first "
+                                                            "(f32, bf16, ...; empty: the file as shipped)")
+    parser.add_argument("--no-llama", action="store_true", help="skip the llama.cpp rows")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, tokenizer = load_causal_lm(args.model)
+    model, tokenizer = load_causal_lm(args.model, dtype=args.hf_dtype)
     lm = CausalLM(model, tokenizer)
     config = AlignAttConfig(model=args.model)
     heads = resolve_heads(config).heads
     params = AlignAttParams(border=-2)
     built = prompts(PromptBuilder(tokenizer, "en", "de"), args.prompts, args.context_sentences)
-    time_plain(lm, built[0].token_ids, 4)  # warm-up
-    results = {"plain": [], "capture": [], "eager": []}
-    for prompt in built:  # interleaved, so drift in machine load hits all three alike
-        results["plain"].append(time_plain(lm, prompt.token_ids, args.max_new_tokens))
-        results["capture"].append(time_capture(lm, prompt, heads, args.max_new_tokens, params))
-        results["eager"].append(time_eager(lm, prompt, heads, args.max_new_tokens))
-    ms_per_token = {
-        name: 1000 * sum(t for t, _ in rows) / max(1, sum(n for _, n in rows)) for name, rows in results.items()
+    paths = {
+        "plain": lambda prompt: plain_draft(lm.session(None), prompt.token_ids, args.max_new_tokens),
+        "capture": lambda prompt: capture_draft(lm.session(heads), prompt, args.max_new_tokens, params),
     }
+    if not args.no_llama:
+        from backends.llama_cpp.lm import LlamaCppCausalLM
+
+        llama_lm = LlamaCppCausalLM.load(args.model, n_threads=args.threads, weight_type=args.llama_weights)
+        llama_plain, llama_capture = llama_lm.session(None), llama_lm.session(heads)  # one context each, reused
+        paths["llama plain"] = lambda prompt: plain_draft(llama_plain, prompt.token_ids, args.max_new_tokens)
+        paths["llama capture"] = lambda prompt: capture_draft(llama_capture, prompt, args.max_new_tokens, params)
+    for run in paths.values():  # warm-up
+        run(built[0])
+    results = {name: [] for name in [*paths, "eager"]}
+    for prompt in built:  # interleaved, so drift in machine load hits every path alike
+        for name, run in paths.items():
+            results[name].append(timed(lambda: run(prompt)))
+        results["eager"].append(time_eager(lm, prompt, heads, args.max_new_tokens))
+    wall = {name: 1000 * sum(r[0] for r in rows) / max(1, sum(r[2] for r in rows)) for name, rows in results.items()}
+    cpu = {name: 1000 * sum(r[1] for r in rows) / max(1, sum(r[2] for r in rows)) for name, rows in results.items()}
     mean_prompt = statistics.mean(len(p.token_ids) for p in built)
-    print(f"model={args.model} prompts={len(built)} mean prompt tokens={mean_prompt:.0f} "
-          f"heads={len(heads)} threads={torch.get_num_threads()}")
-    for name, value in ms_per_token.items():
-        print(f"  {name:8s} {value:8.1f} ms/draft token")
-    print(f"  capture / plain  = {ms_per_token['capture'] / ms_per_token['plain']:.3f}  (target <= 1.15)")
-    print(f"  eager / capture  = {ms_per_token['eager'] / ms_per_token['capture']:.3f}  (target >= 2)")
+    print(cpu_summary())
+    print(f"model={args.model} prompts={len(built)} mean prompt tokens={mean_prompt:.0f} heads={len(heads)} "
+          f"torch threads={torch.get_num_threads()} transformers dtype={args.hf_dtype}"
+          + ("" if args.no_llama else f" llama.cpp file={llama_lm.gguf_path.name} threads={args.threads or 'default'}"))
+    print(f"  {'path':14s} {'wall ms':>8s} {'cpu ms':>8s}  per draft token  (draft tokens)")
+    for name in results:
+        tokens = sum(r[2] for r in results[name])
+        print(f"  {name:14s} {wall[name]:8.1f} {cpu[name]:8.1f}  ({tokens})")
+    print(f"  capture / plain  = {wall['capture'] / wall['plain']:.3f}  (target <= 1.15)")
+    print(f"  eager / capture  = {wall['eager'] / wall['capture']:.3f}  (target >= 2)")
+    if not args.no_llama:
+        for clock, values in (("wall", wall), ("cpu", cpu)):
+            print(f"  [{clock}] llama capture / llama plain = {values['llama capture'] / values['llama plain']:.3f}"
+                  f"  (target <= 1.10)")
+            ratio = values["capture"] / values["llama capture"]
+            print(f"  [{clock}] transformers capture / llama capture = {ratio:.2f}  (target >= 2.5 against "
+                  f"transformers bfloat16)")
 
 
 if __name__ == "__main__":

@@ -57,8 +57,20 @@ class LLMTranslatorConfig:
 class DraftBackendKnob:
     """The runtime of the drafting LLM, for the systems built on `agents.systems.llm` (AlignAtt, wait-k)."""
 
-    backend: str = knob("hf", "model runtime: hf (transformers) or vllm (a vLLM engine with run-time q/k capture; "
-                              "run from the vLLM environment, docs/vllm.md)")
+    backend: str = knob("hf", "model runtime: hf (transformers), vllm (a vLLM engine with run-time q/k capture; run "
+                              "from the vLLM environment, docs/vllm.md) or llama_cpp (llama-cpp-python on a GGUF, "
+                              "model 'embedded' or a .gguf file; q/k through llama.cpp's eval callback, "
+                              "docs/llama_cpp_alignatt.md)")
+    gguf_weights: str = knob("", "llama_cpp: run the GGUF re-quantized (once, cached) to bf16, f16, q8_0, q4_0 "
+                                 "or f32; empty runs the file as it is")
+    n_threads: int = knob(0, "llama_cpp: CPU threads (0: llama-cpp-python's default, half the cores)")
+    n_ctx: int = knob(2048, "llama_cpp: positions per stream (prompt + draft) in tokens")
+
+    def lm_options(self) -> dict:
+        """The keyword arguments of `backends.choice.load_lm` that this configuration sets (all that affect loading,
+        so they also identify shared weights)."""
+        return {"dtype": self.model_dtype, "device": self.model_device, "gguf_weights": self.gguf_weights,
+                "n_threads": self.n_threads, "n_ctx": self.n_ctx}
 
     def validate_backend(self) -> None:
         from backends.choice import BACKENDS
@@ -68,6 +80,19 @@ class DraftBackendKnob:
         if self.backend == "vllm" and self.model_dtype == "int8":
             raise ConfigError("model_dtype int8 is the transformers backend's CPU quantization; with backend vllm "
                               "use float32, bfloat16 or float16")
+        if self.backend == "llama_cpp":
+            from backends.llama_cpp import WEIGHT_TYPES
+
+            if self.model_dtype != "float32" or self.model_device != "cpu":
+                raise ConfigError("model_dtype and model_device apply to the transformers and vLLM backends; "
+                                  "llama_cpp runs the GGUF's own weights (choose them with gguf_weights)")
+            if self.gguf_weights and self.gguf_weights not in WEIGHT_TYPES:
+                raise ConfigError(f"gguf_weights must be empty or one of {', '.join(WEIGHT_TYPES)}, got "
+                                  f"{self.gguf_weights!r}")
+            if self.n_threads < 0 or self.n_ctx < 64:
+                raise ConfigError(f"n_threads must be >= 0 and n_ctx >= 64, got {self.n_threads} and {self.n_ctx}")
+        elif self.gguf_weights:
+            raise ConfigError(f"gguf_weights applies to backend llama_cpp only (backend is {self.backend!r})")
 
 
 @dataclass(frozen=True)

@@ -277,8 +277,7 @@ class AlignAttTranslator(LLMTranslator):
     @classmethod
     def from_config(cls, config: AlignAttConfig, lm: CausalLM | None = None) -> "AlignAttTranslator":
         heads = resolve_heads(config)  # first: a bad head file fails in milliseconds, not after loading the model
-        lm = lm or load_lm(config.backend, config.model, dtype=config.model_dtype, device=config.model_device,
-                           capture_heads=heads.heads)
+        lm = lm or load_lm(config.backend, config.model, capture_heads=heads.heads, **config.lm_options())
         return cls(lm, config, heads)
 
     def _draft_and_accept(self, prompt, budget, accessible):
@@ -308,8 +307,7 @@ class WaitkTranslator(LLMTranslator):
 
     @classmethod
     def from_config(cls, config: WaitkConfig, lm: CausalLM | None = None) -> "WaitkTranslator":
-        return cls(lm or load_lm(config.backend, config.model, dtype=config.model_dtype, device=config.model_device),
-                   config)
+        return cls(lm or load_lm(config.backend, config.model, **config.lm_options()), config)
 
     def _draft_and_accept(self, prompt, budget, accessible):
         """Draft only until the units the schedule allows now are complete (the next one has begun): one new word
@@ -344,8 +342,7 @@ class LocalAgreementTranslator(LLMTranslator):
 
     @classmethod
     def from_config(cls, config: LocalAgreementConfig, lm: CausalLM | None = None) -> "LocalAgreementTranslator":
-        return cls(lm or load_lm(config.backend, config.model, dtype=config.model_dtype, device=config.model_device),
-                   config)
+        return cls(lm or load_lm(config.backend, config.model, **config.lm_options()), config)
 
     def reset(self) -> None:
         super().reset()

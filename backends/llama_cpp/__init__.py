@@ -1,5 +1,8 @@
-"""SSBD on llama.cpp (llama-cpp-python, the paper's runtime): the draft is evaluated as one batch with logits for
-each of its rows (a prompt asks for its last row only), and the context is rolled back to the first divergence.
+"""llama.cpp (llama-cpp-python) as a runtime: GGUF files (the embedded model, re-quantized copies) and one context
+per stream with prefix reuse and roll-back. This module is SSBD's backend: the draft is evaluated as one batch with
+logits for each of its rows (a prompt asks for its last row only), and the context is rolled back to the first
+divergence. `backends.llama_cpp.lm` drafts for AlignAtt and wait-k on the same sessions, with q/k captured through
+llama.cpp's eval callback (`backends.llama_cpp.capture`).
 
 Prompts are token ids from the Hugging Face tokenizer of the same model (fed to llama.cpp directly), so both backends
 see identical ids; each stream owns one llama.cpp context (the weights file is memory-mapped and shared).
@@ -19,8 +22,11 @@ INSTALL_HINT = ("llama-cpp-python is not installed: pip install llama-cpp-python
                 "8 minutes on 2 cores; pip caches the wheel)")
 # Weight types a GGUF can be re-quantized to (llama.cpp's file types). bf16 keeps a Q4_K_M model's values (they are
 # dequantized, then rounded to bf16) and makes batched verification cheap on CPUs with AVX512-BF16: see docs/ssbd.md.
+# f32 (every tensor dequantized) is the reference for the capture parity with transformers float32.
 WEIGHT_TYPES = {"bf16": "LLAMA_FTYPE_MOSTLY_BF16", "f16": "LLAMA_FTYPE_MOSTLY_F16", "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
-                "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
+                "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0", "f32": "LLAMA_FTYPE_ALL_F32"}
+LLAMA_FTYPE_ALL_F32 = "0"  # general.file_type of an all-f32 GGUF, as llama.cpp's metadata strings spell it
+GGML_TYPE_F32 = 0
 
 
 def gguf_path_for(spec: str) -> Path:
@@ -115,7 +121,9 @@ class LlamaCppSession(SpeculativeSession):
     needs its last row, a draft every row. (`Llama(logits_all=True)` would compute the vocabulary projection for
     every prompt row too, about a quarter of a small model's cost per row, and keep n_ctx × vocabulary floats.)"""
 
-    def __init__(self, lm: LlamaCppLM):
+    def __init__(self, lm: LlamaCppLM, eval_callback=None):
+        """`eval_callback` (a `llama_cpp.ggml_backend_sched_eval_callback`, kept alive by the caller) is installed in
+        the context: llama.cpp then offers it every graph node (`backends.llama_cpp.capture`)."""
         from llama_cpp import Llama
 
         from backends.hf.lm import stop_token_ids
@@ -127,6 +135,12 @@ class LlamaCppSession(SpeculativeSession):
         # `scores` buffer (n_batch x vocabulary floats: 155 MB for Qwen2.5 at 256, per stream).
         self.llama = Llama(model_path=str(lm.gguf_path), n_ctx=lm.n_ctx, n_batch=min(256, lm.n_ctx),
                            n_threads=lm.n_threads, n_threads_batch=lm.n_threads, logits_all=False, verbose=False)
+        overrides = {"cb_eval": eval_callback} if eval_callback is not None else {}
+        if self.llama.metadata.get("general.file_type") == LLAMA_FTYPE_ALL_F32:
+            # f32 weights are run as the exact reference: the KV cache keeps f32 too (llama.cpp's default is f16).
+            overrides.update(type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32)
+        if overrides:
+            rebuild_context(self.llama, overrides)
         self.max_positions = lm.n_ctx
         gguf_eos = SimpleNamespace(config=SimpleNamespace(eos_token_id=self.llama.token_eos()))
         self.stop_token_ids = frozenset(stop_token_ids(gguf_eos, lm.tokenizer))
@@ -155,6 +169,7 @@ class LlamaCppSession(SpeculativeSession):
             batch = token_ids[start: start + llama.n_batch]
             last_batch = start + llama.n_batch >= len(token_ids)
             llama._batch.set_batch(batch=batch, n_past=llama.n_tokens, logits_all=every_row)  # last row always
+            self._batch_starts(llama.n_tokens, len(batch))
             llama._ctx.decode(llama._batch)
             llama.input_ids[llama.n_tokens: llama.n_tokens + len(batch)] = batch
             llama.n_tokens += len(batch)
@@ -164,6 +179,24 @@ class LlamaCppSession(SpeculativeSession):
                 rows.append(np.array(logits, dtype=np.float32))  # copied: llama.cpp reuses the buffer
         return np.concatenate(rows)
 
+    def _batch_starts(self, start: int, count: int) -> None:
+        """Positions [start, start + count) are about to be computed (one llama.cpp graph: n_ubatch = n_batch)."""
+
     def _truncate(self, length: int) -> None:
         if length < self.llama.n_tokens:
             self.llama.n_tokens = length
+
+
+def rebuild_context(llama, overrides: dict) -> None:
+    """Rebuild `llama`'s context with some context parameters changed (`Llama` takes no eval callback, and llama.cpp
+    reads the parameters only when a context is created). The old context (empty, just built) is freed first."""
+    import contextlib
+
+    from llama_cpp import _internals
+
+    params = llama.context_params
+    for name, value in overrides.items():
+        setattr(params, name, value)
+    llama._ctx.close()
+    llama._ctx = llama._stack.enter_context(contextlib.closing(
+        _internals.LlamaContext(model=llama._model, params=params, verbose=False)))
