@@ -64,7 +64,8 @@ def test_replay_equals_eager_attention_and_decisions_agree(case):
             assert len(prompt.token_ids) > 2 * window, "prompt must cross the sliding window"
         draft = session.draft(prompt.token_ids, 10)
         plain = lm.session(None).draft(prompt.token_ids, 10, capture=False)
-        assert draft.tokens == plain.tokens and len(draft.tokens) == 10
+        # A random model may write a control token early, which ends a draft like the end of the turn does.
+        assert draft.tokens == plain.tokens and draft.tokens and (len(draft.tokens) == 10 or draft.finished)
         replayed = draft.source_attention(prompt.source_positions)
         reference = eager_source_attention(
             model, prompt.token_ids + draft.tokens, heads, list(draft.positions), prompt.source_positions)
