@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from dataclasses import dataclass, field
 
-from policies.units import Unit, is_cjk_unit_char, split_units
+from policies.units import Unit, is_cjk_unit_char, primary_language, split_units, units_prefix_length
 
 # A loop of a block of m units needs this many copies in a row before it is cut: one-unit and two-unit repeats
 # occur in real text ("sehr, sehr", "谢谢"), longer blocks repeated even twice do not.
@@ -83,8 +83,7 @@ def foreign_script_start(units: Sequence[str], target_lang: str) -> int | None:
     """Index of the first unit written in a script the target language does not use (CJK ideographs, kana or
     hangul in a language written with an alphabet: the model switched language), or None. Chinese and Japanese
     targets may hold Latin runs, so nothing is foreign to them."""
-    primary = target_lang.replace("_", "-").split("-")[0].lower()
-    if primary in ("zh", "ja", "ko"):
+    if primary_language(target_lang) in ("zh", "ja", "ko"):
         return None
     for index, unit in enumerate(units):
         if any(is_cjk_unit_char(c) or "\uac00" <= c <= "\ud7a3" for c in unit):
@@ -111,14 +110,6 @@ def restart_start(prefix_units: Sequence[str], draft_units: Sequence[str], unit:
     return None
 
 
-def _end_of_units(text: str, units: Sequence[str], keep: int) -> int:
-    """The end, inside `text`, of its first `keep` units (`units` = split_units(text)); units are found in order."""
-    position = 0
-    for piece in units[:keep]:
-        position = text.index(piece.strip(), position) + len(piece.strip())
-    return position
-
-
 def loop_free_length(prefix_units: Sequence[str], draft_text: str, unit: Unit) -> int | None:
     """Length of the part of `draft_text` before a loop that the committed `prefix_units` plus the draft end in,
     or None when they end in no loop. The loop may begin inside the prefix; the cut never goes before the draft."""
@@ -126,7 +117,7 @@ def loop_free_length(prefix_units: Sequence[str], draft_text: str, unit: Unit) -
     start = loop_start([*prefix_units, *draft_units], unit)
     if start is None:
         return None
-    return _end_of_units(draft_text, draft_units, max(0, start - len(prefix_units)))
+    return units_prefix_length(draft_text, unit, max(0, start - len(prefix_units)))
 
 
 @dataclass(frozen=True)
@@ -154,7 +145,7 @@ class DraftGuard:
                 restart_start(prefix_units, units, self.unit)]
         cuts = [cut for cut in cuts if cut is not None]
         if cuts:
-            length, degenerate = _end_of_units(draft_text, units, min(cuts)), True
+            length, degenerate = units_prefix_length(draft_text[:length], self.unit, min(cuts)), True
         loop = loop_free_length(prefix_units, draft_text[:length], self.unit)
         if loop is not None:
             length, degenerate = loop, True

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from agents.core import SourceWord
 from backends.asr.base import TimedWord
+from policies.units import primary_language
 
 # Closing quotes and brackets that may follow a sentence end: ASCII, English “…”, German „…“ and ‚…‘, French «…»
 # and »…« (German), CJK 「…」 and （…）.
@@ -38,8 +39,7 @@ def ends_sentence(word: str, lang: str | None = None) -> bool:
     bare = word.rstrip(CLOSING)
     if bare.endswith("..") or bare.endswith("…"):
         return False
-    if lang is not None and lang.split("-")[0].split("_")[0].lower() in ORDINAL_DOT_LANGUAGES \
-            and ORDINAL.fullmatch(bare):
+    if lang is not None and primary_language(lang) in ORDINAL_DOT_LANGUAGES and ORDINAL.fullmatch(bare):
         return False
     lowered = bare.lower()
     return lowered not in ABBREVIATIONS and not INITIALS.fullmatch(lowered)

@@ -45,12 +45,17 @@ def is_cjk_unit_char(char: str) -> bool:
     return False
 
 
+def primary_language(lang: str) -> str:
+    """The primary subtag of a language code, lower-case: "zh-CN", "zh_Hans", "ZH" -> "zh"; "" for no code."""
+    return re.split(r"[-_]", lang.strip(), maxsplit=1)[0].lower() if isinstance(lang, str) else ""
+
+
 def target_unit_for(lang: str) -> Unit:
     """The stability unit of a target language: "char" for Chinese and Japanese, "word" otherwise.
 
     Accepts region or script suffixes ("zh-CN", "zh_Hans") by looking at the primary subtag only.
     """
-    primary = re.split(r"[-_]", lang.strip(), maxsplit=1)[0].lower() if isinstance(lang, str) else ""
+    primary = primary_language(lang)
     if not primary:
         raise ValueError(f"target language code is empty ({lang!r}); pass an ISO 639-1 code such as 'de' or 'zh'")
     return "char" if primary in CJK_LANGUAGES else "word"
@@ -102,6 +107,18 @@ def split_units(text: str, unit: Unit, continues: bool = False) -> list[str]:
         units.append(text[start if previous_end is None else previous_end : end])
         previous_end = end
     return units
+
+
+def units_prefix_length(text: str, unit: Unit, count: int) -> int:
+    """Length of the prefix of `text` that holds its first `count` units (0 for none), without what follows them:
+    ``text[:units_prefix_length(text, unit, n)]`` is the text of ``split_units(text, unit)[:n]``."""
+    _check_unit(unit)
+    if count <= 0:
+        return 0
+    spans = _unit_spans(text, unit)
+    if count > len(spans):
+        raise ValueError(f"text has {len(spans)} units, asked for the first {count}")
+    return spans[count - 1][1]
 
 
 def join_units(units: Iterable[str], unit: Unit) -> str:

@@ -13,6 +13,7 @@ from policies.units import (
     join_units,
     split_units,
     target_unit_for,
+    units_prefix_length,
 )
 
 
@@ -224,3 +225,15 @@ def test_split_units_char_continuing_text_keeps_the_space_before_a_latin_run() -
     assert split_units(" GPU加速", "char") == ["GPU", "加", "速"]
     emitted = ["使", "用"] + split_units(" GPU加速", "char", continues=True)
     assert join_units(emitted, "char") == "使用 GPU加速"
+
+
+@pytest.mark.parametrize("text, unit", [(" wenn Sie. Sie.  Sie. ", "word"), ("我们的模型 GPU，很好。", "char"),
+                                        ("", "word"), ("  ", "char")])
+def test_units_prefix_length_ends_after_the_first_units(text, unit):
+    units = split_units(text, unit)
+    for count in range(len(units) + 1):
+        prefix = text[:units_prefix_length(text, unit, count)]
+        assert split_units(prefix, unit) == units[:count]
+        assert count == 0 or not prefix[-1].isspace()
+    with pytest.raises(ValueError, match="units"):
+        units_prefix_length(text, unit, len(units) + 1)

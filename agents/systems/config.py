@@ -55,7 +55,8 @@ class LLMTranslatorConfig:
 
 @dataclass(frozen=True)
 class DraftBackendKnob:
-    """The runtime of the drafting LLM, for the systems built on `agents.systems.llm` (AlignAtt, wait-k)."""
+    """The runtime of the drafting LLM, for the systems built on `agents.systems.llm` (AlignAtt, wait-k,
+    LocalAgreement): its knobs, the loading options they give and their checks."""
 
     backend: str = knob("hf", "model runtime: hf (transformers), vllm (a vLLM engine with run-time q/k capture; run "
                               "from the vLLM environment, docs/vllm.md) or llama_cpp (llama-cpp-python on a GGUF, "
@@ -96,7 +97,16 @@ class DraftBackendKnob:
 
 
 @dataclass(frozen=True)
-class AlignAttConfig(LLMTranslatorConfig, DraftBackendKnob):
+class DraftingConfig(LLMTranslatorConfig, DraftBackendKnob):
+    """An LLM translator with its drafting runtime: the base of every policy in `agents.systems.llm`."""
+
+    def validate(self) -> None:
+        super().validate()
+        self.validate_backend()
+
+
+@dataclass(frozen=True)
+class AlignAttConfig(DraftingConfig):
     heads: str = knob("", "heads JSON (published format); empty: the default set for the model and direction")
     top_k_heads: int = knob(8, "how many of the ranked heads to use (paper: 8)")
     border: int = knob(0, "frontier margin b in source words: stop at the first draft token whose attention peak "
@@ -108,7 +118,6 @@ class AlignAttConfig(LLMTranslatorConfig, DraftBackendKnob):
 
     def validate(self) -> None:
         super().validate()
-        self.validate_backend()
         if self.top_k_heads < 1:
             raise ConfigError("top_k_heads must be >= 1")
         if self.median_width < 1 or self.median_width % 2 == 0:
@@ -116,23 +125,21 @@ class AlignAttConfig(LLMTranslatorConfig, DraftBackendKnob):
 
 
 @dataclass(frozen=True)
-class WaitkConfig(LLMTranslatorConfig, DraftBackendKnob):
+class WaitkConfig(DraftingConfig):
     k: int = knob(3, "wait-k lag in source words")
 
     def validate(self) -> None:
         super().validate()
-        self.validate_backend()
         if self.k < 1:
             raise ConfigError(f"k must be >= 1, got {self.k}")
 
 
 @dataclass(frozen=True)
-class LocalAgreementConfig(LLMTranslatorConfig, DraftBackendKnob):
+class LocalAgreementConfig(DraftingConfig):
     agreement: int = knob(2, "LocalAgreement-n: commit what the last n re-translations agree on (baseline: 2)")
 
     def validate(self) -> None:
         super().validate()
-        self.validate_backend()
         if self.agreement < 2:
             raise ConfigError(f"agreement must be >= 2 hypotheses, got {self.agreement}")
 

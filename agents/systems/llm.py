@@ -26,6 +26,7 @@ from policies.units import (
     REPLACEMENT_CHARACTER,
     committable_prefix_length,
     join_units,
+    primary_language,
     split_units,
     target_unit_for,
 )
@@ -39,7 +40,7 @@ MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk
 class Step:
     """What one policy call saw and decided (kept for diagnostics and tests).
 
-    degenerate: the draft ran into a line break or a loop and was cut there (`policies.degenerate`).
+    degenerate: the draft stopped being a translation and was cut there (`policies.degenerate.DraftGuard`).
     """
 
     prompt: TranslationPrompt | None
@@ -70,7 +71,7 @@ class PolicyStats:
     """Counts over a stream's steps: how often the policy held back part of a draft.
 
     gate_fired: steps where the AlignAtt gate rejected a token; gate_stopped_tokens: draft tokens withheld by it;
-    degenerate: drafts cut at a line break or a loop; skipped: steps whose source could not be mapped.
+    degenerate: drafts cut by the DraftGuard; skipped: steps whose source could not be mapped.
     """
 
     live_steps: int = 0
@@ -106,7 +107,7 @@ class LLMTranslator(StreamingTranslator):
         self.config = config
         self.prompts = PromptBuilder(lm.tokenizer, config.source_lang, config.target_lang)
         # The instructions are English: an English target may say anything they say, so no echo rule for it.
-        instructions = () if config.target_lang.lower().startswith("en") else \
+        instructions = () if primary_language(config.target_lang) == "en" else \
             tuple(f"{self.prompts.system} {self.prompts.instruction}".split())
         self.guard = DraftGuard(self.target_unit, config.target_lang, instructions)
         self.session = lm.session(heads)
@@ -204,7 +205,7 @@ class LLMTranslator(StreamingTranslator):
             draft_text = draft_text.replace(REPLACEMENT_CHARACTER, "")
         usable, degenerate = self._usable_length(draft_text)
         if final or degenerate:
-            # The draft is complete up to `usable` (it ended, or a line break / the loop's second copy follows).
+            # The draft is complete up to `usable` (it ended, or what follows is no longer a translation).
             committed_length = committable_prefix_length(draft_text[:usable], "", self.target_unit)
         else:
             committed_length = len(draft_text)
@@ -230,8 +231,8 @@ class LLMTranslator(StreamingTranslator):
         return self.guard.usable_length(self.segment_units, draft_text, [w.text for w in self.source_words])
 
     def _degenerate(self, draft: Draft) -> bool:
-        """Stop condition of every draft: the text ran into a line break, a loop, an echo of the instructions or a
-        foreign script (nothing after it is used)."""
+        """Stop condition of every draft: the text stopped being a translation (`policies.degenerate.DraftGuard`;
+        nothing after that point is used)."""
         return self._usable_length(self.lm.decode(draft.tokens))[1]
 
     def _committable_length(self, draft: Draft, accepted: int) -> int:
