@@ -5,6 +5,7 @@ Multimodal checkpoints (Gemma-4, Gemma-3) are loaded as their text decoder alone
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import importlib
 import json
@@ -163,6 +164,17 @@ def load_tokenizer(spec: str, path: Path, require_chat_template: bool = True) ->
             "a chat_template.jinja to the model directory."
         )
     return tokenizer
+
+
+def stream_tokenizer(tokenizer):
+    """A private copy of a shared model's `tokenizer` for one stream (one translator).
+
+    A fast tokenizer keeps its truncation and padding settings in one Rust object that every call sets and reads, and
+    encodes with Python's lock released: a tokenizer shared by a server's threads lets one stream's settings reach
+    another stream's call (a prompt cut to another caller's `max_length`), or fails with "Already borrowed". Copying
+    costs about a second for a 150k-token vocabulary, once per translator; the weights stay shared.
+    """
+    return copy.deepcopy(tokenizer)
 
 
 def quantize_linear_int8(model: torch.nn.Module) -> None:

@@ -190,3 +190,39 @@ def test_policy_log_writes_each_segments_counts_and_eval_reports_the_gate_share(
     assert lines[-1]["live_steps"] == sum(1 for step in translator.steps if not step.final) > 0
     assert policy_scores(tmp_path)["gate fired (% of steps)"] == pytest.approx(100.0 * fired / live)
     assert policy_scores(tmp_path / "absent") == {}
+
+
+def test_streams_on_server_threads_share_no_tokenizer_state(tiny_lm):
+    """A server runs each stream's steps on its own thread over the shared weights. A fast tokenizer keeps its
+    truncation settings in one Rust object, so one stream calling with other settings (here: truncation to 4 tokens,
+    in a loop) must not reach another stream's prompts; shared, it cuts them ("cannot map the source span")."""
+    import threading
+    import time
+
+    config = AlignAttConfig(border=-1, median_width=3, final_max_new_tokens=40)
+    other = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm))
+    streaming = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm))
+    assert len({id(tiny_lm.tokenizer), id(other.tokenizer), id(streaming.tokenizer)}) == 3
+    reference = [e.new_units for e in stream(streaming, SENTENCE)]
+    done, errors = threading.Event(), []
+
+    def truncating_caller():
+        while not done.is_set():
+            try:
+                other.tokenizer(" ".join(SENTENCE * 20), truncation=True, max_length=4)
+            except Exception as error:  # noqa: BLE001 - reported by the assertion below
+                errors.append(error)
+                return
+
+    caller = threading.Thread(target=truncating_caller)
+    caller.start()
+    try:
+        deadline = time.time() + 20
+        outputs = []
+        while time.time() < deadline and len(outputs) < 5:
+            outputs.append([e.new_units for e in stream(streaming, SENTENCE)])
+    finally:
+        done.set()
+        caller.join()
+    assert not errors, errors
+    assert outputs and all(output == reference for output in outputs)

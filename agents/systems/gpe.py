@@ -6,6 +6,7 @@ import dataclasses
 
 from agents.systems.gpe_config import GPEConfig
 from agents.systems.word_waitk import WordWaitkTranslator
+from backends.models import stream_tokenizer
 from backends.streaming_masks.decoder import GroupPositionDecoder, ReencodingDecoder, StreamingLM
 from backends.streaming_masks.loading import translation_template
 
@@ -15,8 +16,9 @@ class GPETranslator(WordWaitkTranslator):
     words per segment."""
 
     def __init__(self, lm: StreamingLM, config: GPEConfig):
-        lm = dataclasses.replace(lm, template=translation_template(lm.tokenizer, config.source_lang,
-                                                                   config.target_lang))  # same weights
+        tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
+        lm = dataclasses.replace(lm, tokenizer=tokenizer, template=translation_template(
+            tokenizer, config.source_lang, config.target_lang))  # the same weights
         decoder_class = ReencodingDecoder if config.reencode else GroupPositionDecoder
         super().__init__(decoder_class(lm, phi=config.phi, max_word_tokens=config.max_word_tokens), config.k)
         self.lm = lm

@@ -17,6 +17,7 @@ from backends.choice import load_lm
 from backends.heads import HeadSet, default_heads, load_heads
 from backends.hf.lm import CausalLM, Draft
 from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt
+from backends.models import stream_tokenizer
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
 from policies.degenerate import DraftGuard, final_budget
 from policies.frontier import accessible_word_count
@@ -105,7 +106,8 @@ class LLMTranslator(StreamingTranslator):
         super().__init__(target_unit_for(config.target_lang))
         self.lm = lm
         self.config = config
-        self.prompts = PromptBuilder(lm.tokenizer, config.source_lang, config.target_lang)
+        self.tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
+        self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang)
         # The instructions are English: an English target may say anything they say, so no echo rule for it.
         instructions = () if primary_language(config.target_lang) == "en" else \
             tuple(f"{self.prompts.system} {self.prompts.instruction}".split())
@@ -200,7 +202,7 @@ class LLMTranslator(StreamingTranslator):
             draft, accepted, scan = self._draft_and_accept(prompt, self.config.max_new_tokens, accessible)
         # Byte fragments that never completed a character (U+FFFD) are dropped from a final draft; a live draft
         # rounds back to the last complete unit anyway.
-        draft_text = self.lm.decode(draft.tokens)
+        draft_text = self._decode(draft.tokens)
         if final:
             draft_text = draft_text.replace(REPLACEMENT_CHARACTER, "")
         usable, degenerate = self._usable_length(draft_text)
@@ -220,11 +222,14 @@ class LLMTranslator(StreamingTranslator):
 
     def _final_budget(self, prompt: TranslationPrompt, target_prefix: str) -> int:
         """The final draft's budget, proportional to the source (`policies.degenerate.final_budget`)."""
-        tokenize = self.lm.tokenizer
+        tokenize = self.tokenizer
         source_tokens = len(tokenize(" ".join(w.text for w in self.source_words), add_special_tokens=False)["input_ids"])
         prefix_tokens = len(tokenize(target_prefix, add_special_tokens=False)["input_ids"]) if target_prefix else 0
         return final_budget(source_tokens, prefix_tokens, self.config.final_budget_ratio,
                             self.config.final_budget_slack, self.config.final_max_new_tokens)
+
+    def _decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
     def _usable_length(self, draft_text: str) -> tuple[int, bool]:
         """How much of a draft is still a translation of the segment (`policies.degenerate.DraftGuard`)."""
@@ -233,15 +238,15 @@ class LLMTranslator(StreamingTranslator):
     def _degenerate(self, draft: Draft) -> bool:
         """Stop condition of every draft: the text stopped being a translation (`policies.degenerate.DraftGuard`;
         nothing after that point is used)."""
-        return self._usable_length(self.lm.decode(draft.tokens))[1]
+        return self._usable_length(self._decode(draft.tokens))[1]
 
     def _committable_length(self, draft: Draft, accepted: int) -> int:
         """Round the accepted token prefix back to the last complete stability unit."""
-        accepted_text = self.lm.decode(draft.tokens[:accepted])
+        accepted_text = self._decode(draft.tokens[:accepted])
         if accepted == len(draft.tokens):
             next_char = "" if draft.finished else None
         else:
-            next_char = self.lm.decode(draft.tokens[: accepted + 1])[len(accepted_text):][:1] or None
+            next_char = self._decode(draft.tokens[: accepted + 1])[len(accepted_text):][:1] or None
         return committable_prefix_length(accepted_text, next_char, self.target_unit)
 
     def _may_write(self) -> bool:
@@ -316,7 +321,7 @@ class WaitkTranslator(LLMTranslator):
         allowed = waitk_target_budget(len(self.source_words), self.config.k, False) - len(self.segment_units)
 
         def stop(draft: Draft) -> bool:
-            text = self.lm.decode(draft.tokens)
+            text = self._decode(draft.tokens)
             return len(split_units(text, self.target_unit)) > allowed or self._degenerate(draft)
 
         draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
@@ -360,7 +365,7 @@ class LocalAgreementTranslator(LLMTranslator):
         draft = self.session.draft(prompt.token_ids, self._final_budget(prompt, join_units(self.segment_units,
                                                                                               self.target_unit)),
                                    capture=False, stop=self._degenerate)
-        text = self.lm.decode(draft.tokens)
+        text = self._decode(draft.tokens)
         text = text[: self._usable_length(text)[0]]
         units = split_units(text, self.target_unit)
         if not draft.finished:  # cut by the budget: the last unit may be incomplete
@@ -375,7 +380,7 @@ class LocalAgreementTranslator(LLMTranslator):
         if count == 0:
             return 0
         for length in range(1, len(draft.tokens) + 1):
-            units = split_units(self.lm.decode(draft.tokens[:length]), self.target_unit)
+            units = split_units(self._decode(draft.tokens[:length]), self.target_unit)
             if len(units) > count:
                 return length - 1
         return len(draft.tokens)

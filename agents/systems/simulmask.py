@@ -6,6 +6,7 @@ import dataclasses
 
 from agents.systems.simulmask_config import SimulMaskConfig
 from agents.systems.word_waitk import WordWaitkTranslator
+from backends.models import stream_tokenizer
 from backends.simulmask.decoder import RecomputingDecoder, SimulMaskDecoder
 from backends.simulmask.prompt import simulmask_template
 from backends.streaming_masks.decoder import StreamingLM
@@ -16,8 +17,9 @@ class SimulMaskTranslator(WordWaitkTranslator):
     has ended at most n + max_lag target words."""
 
     def __init__(self, lm: StreamingLM, config: SimulMaskConfig):
-        template = simulmask_template(lm.tokenizer, config.source_lang, config.target_lang)
-        lm = dataclasses.replace(lm, template=template)  # the same weights
+        tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
+        template = simulmask_template(tokenizer, config.source_lang, config.target_lang)
+        lm = dataclasses.replace(lm, tokenizer=tokenizer, template=template)  # the same weights
         decoder_class = RecomputingDecoder if config.recompute else SimulMaskDecoder
         super().__init__(decoder_class(lm, max_word_tokens=config.max_word_tokens), config.k)
         self.lm = lm

@@ -12,6 +12,7 @@ from agents.core import Emission, SourceWord, StreamingTranslator
 from agents.systems.llm import units_before_sentence_end
 from agents.systems.ssbd_config import SSBDConfig
 from backends.hf.prompt import PromptBuilder
+from backends.models import stream_tokenizer
 from backends.speculative import SpeculativeOutput
 from policies.frontier import accessible_word_count
 from policies.ssbd import SSBDStats, displayed_units, revision
@@ -68,7 +69,8 @@ class SSBDTranslator(StreamingTranslator):
         super().__init__(target_unit_for(config.target_lang))
         self.model = model
         self.config = config
-        self.prompts = PromptBuilder(model.tokenizer, config.source_lang, config.target_lang)
+        self.tokenizer = stream_tokenizer(model.tokenizer)  # this stream's own: server threads share no tokenizer state
+        self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang)
         self.session = model.session()
         self.stats = SSBDStats()
         self.updates: deque[Update] = deque(maxlen=MAX_KEPT_UPDATES)
@@ -133,7 +135,7 @@ class SSBDTranslator(StreamingTranslator):
         output = self.session.generate(prompt.token_ids, draft, self.config.beta, budget)
         self.draft = output.tokens
         self.translated_source = source
-        text = self.model.decode(output.tokens).replace(REPLACEMENT_CHARACTER, "")
+        text = self.tokenizer.decode(list(output.tokens), skip_special_tokens=True).replace(REPLACEMENT_CHARACTER, "")
         shown = displayed_units(split_units(text, self.target_unit), self.config.mask_k, final)
         if not final and self.config.withhold_sentence_end:
             shown = list(units_before_sentence_end(tuple(shown), self.config.target_lang))
