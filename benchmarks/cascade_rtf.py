@@ -90,7 +90,7 @@ def main() -> None:
     last = [t for t, end in zip(chunk_times, chunk_ends) if end > audio_seconds - 60.0]
     rtf = (sum(chunk_times) + flush_time) / audio_seconds
     print(f"chunks: {len(chunk_times)}; final flush {flush_time:.2f} s; longest uncommitted tail {longest_tail:.1f} s")
-    print(f"committed sentences: {len(translator.committed_sentences)}; target words: {len(translator.emitted_units)}")
+    print(f"committed sentences: {translator.sentences_committed}; target words: {len(translator.emitted_units)}")
     print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     print(f"mean chunk time, first minute: {statistics.mean(first):.3f} s; last minute: {statistics.mean(last):.3f} s")
     print(f"real-time factor: {rtf:.3f}  (target < 1)")

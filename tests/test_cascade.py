@@ -54,7 +54,7 @@ def test_fake_asr_hold_back_uses_one_absolute_time_base_after_tail_cuts(tiny_lm)
     audio = timeline_audio(4.4)
     translator.feed_audio(audio[: int(3.0 * RATE)])
     translator.feed_audio(audio[int(3.0 * RATE): int(3.2 * RATE)])
-    assert translator.committed_sentences == []  # agreed, but no next word yet: the cut could clip "budget."
+    assert not translator.committed_sentences  # agreed, but no next word yet: the cut could clip "budget."
     translator.feed_audio(audio[int(3.2 * RATE): int(3.6 * RATE)])  # "schools" has begun: commit
     assert [[w.text for w in s] for s in translator.committed_sentences] == [
         ["the", "committee", "approved", "the", "budget."]]
@@ -109,6 +109,8 @@ def test_fake_asr_cascade_refuses_bad_audio(tiny_lm):
 class ScriptedTranslator:
     """A fake translator replaying emissions, to test the simulstream adapter's token bookkeeping alone."""
 
+    append_only = False  # its emissions may retract
+
     def __init__(self, emissions, target_unit="word"):
         self.emissions = list(emissions)
         self.target_unit = target_unit
@@ -134,7 +136,7 @@ def adapter(emissions, target_unit="word"):
 def test_fake_translator_simulstream_tokens_carry_their_spaces_and_retract_exact_suffixes():
     agent = adapter([Emission(new_units=("Guten", "Tag")), Emission(new_units=("alle",)),
                      Emission(retract_units=1, new_units=("zusammen.",))])
-    outputs = [agent.process_chunk(np.zeros(10, np.float32)) for _ in range(2)] + [agent.end_of_stream()]
+    outputs = [agent.process_chunk(np.zeros(RATE, np.float32)) for _ in range(2)] + [agent.end_of_stream()]
     assert [o.new_tokens for o in outputs] == [["Guten", " Tag"], [" alle"], [" zusammen."]]
     assert outputs[2].deleted_tokens == [" alle"] and outputs[2].deleted_string == " alle"
     assert agent.tokens_to_string(agent.sent_tokens) == "Guten Tag zusammen."
@@ -142,9 +144,20 @@ def test_fake_translator_simulstream_tokens_carry_their_spaces_and_retract_exact
     assert agent.sent_tokens == []
 
 
+def test_fake_translator_simulstream_keeps_no_copy_of_an_append_only_translators_output():
+    agent = adapter([Emission(new_units=("Guten", "Tag")), Emission(new_units=("alle",)), Emission(),
+                     Emission(new_units=("Neu",))])
+    agent.translator.append_only = True  # nothing sent can be retracted: a long talk's output is not kept
+    outputs = [agent.process_chunk(np.zeros(RATE, np.float32)) for _ in range(2)] + [agent.end_of_stream()]
+    assert [o.new_tokens for o in outputs] == [["Guten", " Tag"], [" alle"], []]
+    assert agent.sent_tokens == [] and agent.tokens_sent == 3
+    agent.clear()  # a new stream: its first word has no leading space
+    assert agent.process_chunk(np.zeros(RATE, np.float32)).new_tokens == ["Neu"] and agent.tokens_sent == 1
+
+
 def test_fake_translator_simulstream_char_targets_concatenate():
     agent = adapter([Emission(new_units=("你", "好")), Emission(new_units=("。",))], target_unit="char")
-    tokens = [t for _ in range(2) for t in agent.process_chunk(np.zeros(1, np.float32)).new_tokens]
+    tokens = [t for _ in range(2) for t in agent.process_chunk(np.zeros(RATE, np.float32)).new_tokens]
     assert agent.tokens_to_string(tokens) == "你好。"
 
 

@@ -45,7 +45,10 @@ class StreamingSpeechProcessor(SpeechProcessor):
         self.source_lang = self.base_config.source_lang
         self.target_lang = self.base_config.target_lang
         self.translator: SpeechStreamingTranslator | None = None
+        # The tokens sent that may still be retracted: a revising translator's, never an append-only one's (a long
+        # talk's output is not kept here); tokens_sent counts every token sent and not retracted.
         self.sent_tokens: list[str] = []
+        self.tokens_sent = 0
         self.flushed = False  # a revising translator made its final output in the remainder chunk; reset by clear()
 
     # ---- configuration and shared weights -------------------------------------------------------------------
@@ -153,6 +156,7 @@ class StreamingSpeechProcessor(SpeechProcessor):
         if self.translator is not None:
             self.translator.reset()
         self.sent_tokens = []
+        self.tokens_sent = 0
         self.flushed = False
 
     def _is_end_of_stream_remainder(self, waveform) -> bool:
@@ -165,12 +169,16 @@ class StreamingSpeechProcessor(SpeechProcessor):
         return "".join(tokens)
 
     def _output(self, emission: Emission) -> IncrementalOutput:
+        translator = self._active_translator()
         deleted = self.sent_tokens[len(self.sent_tokens) - emission.retract_units:] if emission.retract_units else []
         del self.sent_tokens[len(self.sent_tokens) - len(deleted):]
-        word_units = self._active_translator().target_unit == "word"
+        self.tokens_sent -= len(deleted)
+        word_units = translator.target_unit == "word"
         new = []
         for unit in emission.new_units:
-            new.append(" " + unit if word_units and (self.sent_tokens or new) else unit)
-        self.sent_tokens.extend(new)
+            new.append(" " + unit if word_units and (self.tokens_sent or new) else unit)
+        self.tokens_sent += len(new)
+        if not getattr(translator, "append_only", True):
+            self.sent_tokens.extend(new)
         return IncrementalOutput(new_tokens=new, new_string="".join(new), deleted_tokens=deleted,
                                  deleted_string="".join(deleted))

@@ -4,6 +4,7 @@ seconds before now are accessible to the AlignAtt policy.
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -14,6 +15,8 @@ from agents.systems.config import CascadeConfig
 from agents.systems.llm import AlignAttTranslator, LLMTranslator
 from backends.asr import SpeechRecognizer, load_recognizer
 from policies.transcript import TranscriptStabilizer
+
+MAX_KEPT_SENTENCES = 512  # committed source sentences kept per stream for diagnostics: a long talk keeps the latest
 
 
 class CascadeTranslator(SpeechStreamingTranslator):
@@ -43,7 +46,9 @@ class CascadeTranslator(SpeechStreamingTranslator):
         self.stabilizer.reset()
         self.tail = np.zeros(0, dtype=np.float32)  # audio not yet committed, starting at stabilizer.tail_start
         self.samples_received = 0
-        self.committed_sentences: list[tuple[SourceWord, ...]] = []
+        # The latest committed sentences (diagnostics; the translator has already finished them) and how many in all.
+        self.committed_sentences: deque[tuple[SourceWord, ...]] = deque(maxlen=MAX_KEPT_SENTENCES)
+        self.sentences_committed = 0
         self.live_words: tuple[SourceWord, ...] = ()
 
     @property
@@ -53,7 +58,7 @@ class CascadeTranslator(SpeechStreamingTranslator):
 
     @property
     def transcript(self) -> str:
-        """Committed sentences and the live hypothesis, as text."""
+        """The kept committed sentences (the latest MAX_KEPT_SENTENCES) and the live hypothesis, as text."""
         words = [w for sentence in self.committed_sentences for w in sentence] + list(self.live_words)
         return " ".join(w.text for w in words)
 
@@ -78,6 +83,7 @@ class CascadeTranslator(SpeechStreamingTranslator):
         emission = Emission()
         for sentence in update.committed_sentences:
             self.committed_sentences.append(sentence)
+            self.sentences_committed += 1
             emission = emission.then(self.translator.finish_segment(sentence))
         if final:
             return emission
