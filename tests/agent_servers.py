@@ -30,20 +30,23 @@ def free_port() -> int:
 @pytest.fixture
 def agent_server(tmp_path):
     """start(agent, *flags, startup_seconds=60) -> port: `simulstream --agent agent --host 127.0.0.1 --port P
-    --metrics-log tmp/P.jsonl *flags` (flags include --serve or --serve-http), once it accepts connections."""
+    --metrics-log tmp/P.jsonl *flags` (flags include --serve or --serve-http), once it accepts connections. Its output
+    goes to tmp/P.server.log (a pipe nobody reads would block a talkative server)."""
     servers = []
 
     def start(agent: str, *flags: str, startup_seconds: float = 60) -> int:
         port = free_port()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])}
-        server = subprocess.Popen(
-            [sys.executable, "-m", "agents.simulstream_cli", "--agent", agent, "--host", "127.0.0.1",
-             "--port", str(port), "--metrics-log", str(tmp_path / f"{port}.jsonl"), *flags],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        log = tmp_path / f"{port}.server.log"
+        with log.open("w") as output:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "agents.simulstream_cli", "--agent", agent, "--host", "127.0.0.1",
+                 "--port", str(port), "--metrics-log", str(tmp_path / f"{port}.jsonl"), *flags],
+                cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
         servers.append(server)
         deadline = time.time() + startup_seconds
         while True:
-            assert server.poll() is None, server.stdout.read()
+            assert server.poll() is None, log.read_text()
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", port)) == 0:
                     return port
