@@ -286,21 +286,24 @@ def gap_talks(tmp_path_factory) -> GapTalks:
     for name, gap in (("silence", np.zeros(gap_samples)), ("noise", noise)):
         spliced = np.concatenate([talk[:cut], int16(gap), talk[cut:]])
         soundfile.write(folder / f"{name}.wav", spliced, RATE, subtype="PCM_16")
-        (folder / f"{name}.txt").write_text(f"{name}.wav\n")
+    (folder / "gaps.txt").write_text("silence.wav\nnoise.wav\n")
     (folder / "baseline.txt").write_text("baseline.wav\n")
     return GapTalks(folder, first_sentence_end, gap_start)
 
 
-def timed_words(log: Path) -> list[tuple[float, str]]:
-    """(seconds of audio the stream had received, word) for every word a simulstream metrics log shows generated."""
-    timed = []
+def timed_words(log: Path) -> dict[str, list[tuple[float, str]]]:
+    """{wav stem: [(seconds of audio the stream had received, word)]} for every word a simulstream metrics log shows
+    generated, for streams that came one after the other (each starts with its client's wav_name metadata)."""
+    streams, current = {}, None
     for line in log.read_text().splitlines():
         record = json.loads(line)
-        if "generated_tokens" in record:
+        if "metadata" in record:
+            current = streams.setdefault(Path(record["metadata"]["wav_name"]).stem, [])
+        elif "generated_tokens" in record:
             assert not record["deleted_tokens"], record  # AlignAtt is append-only
-            timed += [(record["total_audio_processed"], word) for token in record["generated_tokens"]
-                      for word in token.split()]
-    return timed
+            current += [(record["total_audio_processed"], word) for token in record["generated_tokens"]
+                        for word in token.split()]
+    return streams
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +314,7 @@ def baseline_words(gap_talks, embedded_model_path) -> list[tuple[float, str]]:
     log = gap_talks.folder / "baseline.jsonl"
     assert main(["--agent", "agents.alignatt4llm:Agent", "--wav-list", str(gap_talks.folder / "baseline.txt"),
                  "--src-lang", "en", "--tgt-lang", "de", "--metrics-log", str(log)]) == 0
-    return timed_words(log)
+    return timed_words(log)["baseline"]
 
 
 def assert_nothing_made_of_the_gap(timed: list[tuple[float, str]], baseline: list[tuple[float, str]],
@@ -339,25 +342,28 @@ def assert_nothing_made_of_the_gap(timed: list[tuple[float, str]], baseline: lis
 
 @pytest.mark.real_model
 @pytest.mark.harness
-def test_websocket_60_s_of_silence_inside_a_talk_makes_no_words(gap_talks, baseline_words, agent_server,  # noqa: F811
-                                                                tmp_path):
-    """The real embedded cascade (default CPU preset) served over websocket, streamed by simulstream's wav client."""
+def test_websocket_60_s_of_silence_or_noise_inside_a_talk_makes_no_words(gap_talks, baseline_words,
+                                                                         agent_server, tmp_path):  # noqa: F811
+    """The real embedded cascade (default CPU preset) served over websocket; simulstream's own wav client streams the
+    silence talk, then the noise talk."""
     port = agent_server("agents.alignatt4llm:Agent", "--serve", startup_seconds=300)
     client = subprocess.run(
         [Path(sys.executable).parent / "simulstream_wavs_client", "--uri", f"ws://127.0.0.1:{port}",
-         "--wav-list-file", str(gap_talks.folder / "silence.txt"), "--src-lang", "en", "--tgt-lang", "de"],
+         "--wav-list-file", str(gap_talks.folder / "gaps.txt"), "--src-lang", "en", "--tgt-lang", "de"],
         capture_output=True, text=True, timeout=600)
     assert client.returncode == 0, client.stdout + client.stderr
-    log = tmp_path / f"{port}.jsonl"  # the server's metrics log (agent_server)
-    assert_nothing_made_of_the_gap(timed_words(log), baseline_words, gap_talks)
+    streams = timed_words(tmp_path / f"{port}.jsonl")  # the server's metrics log (agent_server)
+    assert set(streams) == {"silence", "noise"}
+    for timed in streams.values():
+        assert_nothing_made_of_the_gap(timed, baseline_words, gap_talks)
 
 
 @pytest.mark.real_model
 @pytest.mark.harness
-def test_http_60_s_of_noise_inside_a_talk_makes_no_words(gap_talks, baseline_words, agent_server,  # noqa: F811
-                                                         tmp_path):
-    """The real embedded cascade served over HTTP, streamed by the organizers' client (`simulstream_inference` with
-    simulstream's HttpProxySpeechProcessor)."""
+def test_http_60_s_of_silence_or_noise_inside_a_talk_makes_no_words(gap_talks, baseline_words,
+                                                                    agent_server, tmp_path):  # noqa: F811
+    """The real embedded cascade served over HTTP; the organizers' client (`simulstream_inference` with simulstream's
+    HttpProxySpeechProcessor) streams the silence talk, then the noise talk."""
     import yaml
 
     port = agent_server("agents.alignatt4llm:Agent", "--serve-http", startup_seconds=300)
@@ -365,10 +371,13 @@ def test_http_60_s_of_noise_inside_a_talk_makes_no_words(gap_talks, baseline_wor
     proxy_yaml.write_text(yaml.safe_dump({
         "type": "simulstream.server.speech_processors.remote.http_proxy_speech_processor.HttpProxySpeechProcessor",
         "hostname": "127.0.0.1", "port": port}))
-    log = tmp_path / "noise.jsonl"
+    log = tmp_path / "client.jsonl"
     client = subprocess.run(
         [Path(sys.executable).parent / "simulstream_inference", "--speech-processor-config", str(proxy_yaml),
-         "--wav-list-file", str(gap_talks.folder / "noise.txt"), "--src-lang", "en", "--tgt-lang", "de",
+         "--wav-list-file", str(gap_talks.folder / "gaps.txt"), "--src-lang", "en", "--tgt-lang", "de",
          "--metrics-log-file", str(log)], capture_output=True, text=True, timeout=600)
     assert client.returncode == 0, client.stdout + client.stderr
-    assert_nothing_made_of_the_gap(timed_words(log), baseline_words, gap_talks)
+    streams = timed_words(log)
+    assert set(streams) == {"silence", "noise"}
+    for timed in streams.values():
+        assert_nothing_made_of_the_gap(timed, baseline_words, gap_talks)
