@@ -137,9 +137,11 @@ def run_inference(config: dict, wavs: list[str], metrics_log: Path, src_lang: st
 
 
 def serve(config: dict, metrics_log: Path, host: str, port: int, pool_size: int) -> None:
-    """simulstream's websocket server with this agent (blocks)."""
+    """simulstream's websocket server with this agent (blocks), answering each fault to its client
+    (agents/harness/websocket_server.py)."""
     from simulstream.metrics.logger import METRICS_LOGGER
-    from simulstream.server import websocket_server
+
+    from agents.harness import websocket_server
 
     server_file = metrics_log.with_name(metrics_log.name + ".server.yaml")
     server_file.write_text(yaml.safe_dump({
@@ -147,8 +149,7 @@ def serve(config: dict, metrics_log: Path, host: str, port: int, pool_size: int)
         "metrics": {"enabled": True, "filename": str(metrics_log)},
     }))
     METRICS_LOGGER.setLevel(logging.INFO)
-    asyncio.run(websocket_server.main(argparse.Namespace(
-        server_config=str(server_file), speech_processor_config=str(effective_config_path(metrics_log)))))
+    asyncio.run(websocket_server.main(str(server_file), str(effective_config_path(metrics_log))))
 
 
 def serve_http(config: dict, metrics_log: Path, host: str, port: int, pool_size: int, ttl: float) -> None:

@@ -98,6 +98,7 @@ class FakeSlowConfig:
     silent: bool = knob(False, "never emit anything")
     fail_above: float = knob(0.0, "raise on a chunk whose peak is above this (0: never): a model step that fails on "
                                   "one stream's input")
+    tag_language: bool = knob(False, "write each word as LANG:wN (the target language), so a test sees the direction")
 
     def validate(self):
         pass
@@ -117,7 +118,10 @@ class FakeSlowTranslator(SpeechStreamingTranslator):
             raise RuntimeError(f"fake model step failure on a chunk above {self.config.fail_above}")
         if self.config.silent:
             return Emission()
-        return self._emit(Emission(new_units=(f"w{len(self.emitted_units) + 1}",)))
+        word = f"w{len(self.emitted_units) + 1}"
+        if self.config.tag_language:
+            word = f"{self.config.target_lang}:{word}"
+        return self._emit(Emission(new_units=(word,)))
 
     def flush(self, words=()):
         return Emission()

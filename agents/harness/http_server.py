@@ -5,10 +5,13 @@ dropped connection.
 It is simulstream's own code: its `SpeechProcessorSessionManager` (a pool of processors, one per session, idle ones
 cleared after the TTL) and its `HttpSpeechProcessorHandler` (one route per `SpeechProcessor` method). The handler is
 subclassed only to answer what the original lets escape: a session beyond the pool (503), a bad language or chunk
-(400), an unknown route (404), an exception in a processor (500) - each naming the problem.
+(400: a waveform that is not float32 audio in [-1, 1] is refused before it reaches the model), an unknown route
+(404), an exception in a processor (500) - each naming the problem.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import queue
@@ -18,13 +21,38 @@ from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 from simulstream.config import yaml_config
 from simulstream.server.speech_processors.remote.http_speech_processor_server import (
     HttpSpeechProcessorHandler,
     SpeechProcessorSessionManager,
 )
 
+from agents.harness.audio import AudioError
+
 LOGGER = logging.getLogger("agents.harness.http_server")
+MAX_SAMPLE_MAGNITUDE = 2.0  # float PCM is in [-1, 1]; a little headroom for resampling overshoot
+
+
+def decode_waveform(waveform) -> np.ndarray:
+    """The `waveform` of POST /process_chunk (base64 of little-endian float32 samples in [-1, 1], 16 kHz) as an array,
+    checked: anything else (e.g. int16 PCM bytes, whose negative samples read as NaN or huge floats) is an AudioError
+    naming the problem."""
+    if not isinstance(waveform, str):
+        raise AudioError(f"waveform must be a base64 string of float32 samples, got {type(waveform).__name__}")
+    try:
+        data = base64.b64decode(waveform, validate=True)
+    except binascii.Error as error:
+        raise AudioError(f"waveform is not base64 ({error}); send base64 of little-endian float32 samples") from None
+    if len(data) % 4:
+        raise AudioError(f"waveform of {len(data)} bytes is not a whole number of float32 samples (4 bytes each; "
+                         f"buffer size must be a multiple of element size): send float32, not int16 PCM")
+    samples = np.frombuffer(data, dtype="<f4")
+    if samples.size and not (np.all(np.isfinite(samples)) and np.abs(samples).max() <= MAX_SAMPLE_MAGNITUDE):
+        raise AudioError(f"waveform samples must be float32 in [-1, 1], got values up to "
+                         f"{np.nanmax(np.abs(samples)):.3g} or NaN/inf: it looks like another encoding (e.g. int16 "
+                         f"PCM bytes); send base64 of little-endian float32 at 16 kHz")
+    return samples.astype(np.float32)
 
 
 class ErrorAnsweringHandler(HttpSpeechProcessorHandler):
@@ -52,6 +80,9 @@ class ErrorAnsweringHandler(HttpSpeechProcessorHandler):
             return
         try:
             handler(**arguments)
+        except ConnectionError as error:  # the client went away before its answer (BrokenPipe, reset)
+            LOGGER.warning("%s /%s: the client left before its answer (%s); its session stays until cleared or idle "
+                           "for the TTL", self.command, route, error)
         except queue.Empty:
             size = self.speech_processor_manager.size
             self._send_error(HTTPStatus.SERVICE_UNAVAILABLE,
@@ -65,6 +96,14 @@ class ErrorAnsweringHandler(HttpSpeechProcessorHandler):
             LOGGER.exception("%s /%s failed", self.command, route)
             self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR,
                              f"{self.command} /{route} failed: {type(error).__name__}: {error}")
+
+    def post_process_chunk(self, session_id, waveform):
+        """simulstream's route, with the waveform checked to be float32 audio before it reaches the processor."""
+        samples = decode_waveform(waveform)
+        output = self.speech_processor_manager.get(session_id).process_chunk(samples)
+        self._send_json_response(HTTPStatus.OK, {"new_tokens": output.new_tokens, "new_string": output.new_string,
+                                                 "deleted_tokens": output.deleted_tokens,
+                                                 "deleted_string": output.deleted_string})
 
     def _send_error(self, status: HTTPStatus, message: str) -> None:
         LOGGER.warning("%d %s", status, message)

@@ -153,6 +153,11 @@ class StreamingSpeechProcessor(SpeechProcessor):
         return self._output(self._active_translator().flush())
 
     def clear(self) -> None:
+        """Ready for the next stream, as a fresh processor: state reset and the configured languages back (a server
+        hands this processor to another client, which may not set any)."""
+        if (self.source_lang, self.target_lang) != (self.base_config.source_lang, self.base_config.target_lang):
+            self.source_lang, self.target_lang = self.base_config.source_lang, self.base_config.target_lang
+            self.translator = None
         if self.translator is not None:
             self.translator.reset()
         self.sent_tokens = []
