@@ -168,11 +168,31 @@ def test_simulstream_agent_refuses_unknown_keys_and_unsupported_pairs_before_loa
     with pytest.raises(ConfigError, match="unknown setting"):
         Agent(SimpleNamespace(speech_chunk_size=1.0, hold_bak=0.2))
     agent = Agent(SimpleNamespace(speech_chunk_size=1.0, model="embedded"))
-    with pytest.raises(ConfigError, match="en->fr.*no default head set"):
-        agent.set_target_language("fr")
     with pytest.raises(ConfigError, match="unknown language 'xx'"):
         agent.set_target_language("xx")
+    # A pair is checked when the stream starts: a harness sets the languages one at a time.
+    agent.set_target_language("fr")
+    with pytest.raises(ConfigError, match="en->fr.*no default head set"):
+        agent.process_chunk(np.zeros(16_000, np.float32))
     assert agent.translator is None  # nothing was loaded
+
+
+def test_a_harness_may_pass_through_an_unsupported_pair_on_the_way_to_a_supported_one():
+    """simulstream's MessageProcessor (its websocket server and inference runner) sets the target first: from the
+    preset's en→de to cs→en it passes en→en, which must not be refused."""
+    from agents.alignatt4llm import Agent
+    from agents.harness.config import ConfigError
+
+    pytest.importorskip("simulstream")
+    from simulstream.server.message_processor import MessageProcessor
+
+    agent = Agent(SimpleNamespace(speech_chunk_size=1.0, model="embedded"))
+    MessageProcessor(0, agent).process_metadata({"source_lang": "Czech", "target_lang": "English"})
+    config = agent.config_for_languages(agent.base_config, agent.source_lang, agent.target_lang)
+    assert (config.source_lang, config.target_lang) == ("cs", "en")
+    agent.set_source_language("en")  # a stream left at en→en is refused when it starts
+    with pytest.raises(ConfigError, match="en->en"):
+        agent.process_chunk(np.zeros(16_000, np.float32))
 
 
 def test_units_before_sentence_end():

@@ -21,7 +21,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 from agents.core import Emission, SpeechStreamingTranslator
 from agents.harness.config import ConfigError, build_config, read_yaml
-from agents.languages import language_code
+from agents.languages import LanguageError, language_code
 
 
 def config_values(namespace: Any) -> dict:
@@ -119,16 +119,25 @@ class StreamingSpeechProcessor(SpeechProcessor):
         self._set_languages(self.source_lang, language)
 
     def _set_languages(self, source_lang: str, target_lang: str) -> None:
-        """simulstream passes what its caller gave (`--tgt-lang German` from the organizers' harness, or `de`)."""
-        changed = self.config_for_languages(self.base_config, source_lang, target_lang)
-        if (changed.source_lang, changed.target_lang) == (self.source_lang, self.target_lang):
+        """simulstream passes what its caller gave (`--tgt-lang German` from the organizers' harness, or `de`).
+
+        Each language is checked here (an unknown one is refused at once); the pair when the stream starts (the
+        translator is built at the next chunk). A harness sets the two languages one call at a time (simulstream's
+        MessageProcessor: the target first), so the pair in between may be one nobody asked for: from a preset's
+        en→de to cs→en it passes through en→en.
+        """
+        try:
+            source, target = language_code(source_lang), language_code(target_lang)
+        except LanguageError as error:
+            raise ConfigError(str(error)) from None
+        if (source, target) == (self.source_lang, self.target_lang):
             return
-        self.source_lang, self.target_lang = changed.source_lang, changed.target_lang
+        self.source_lang, self.target_lang = source, target
         self.translator = None  # rebuilt for the new direction (prompt, heads) at the next chunk
 
     def _active_translator(self) -> SpeechStreamingTranslator:
         if self.translator is None:
-            config = dataclasses.replace(self.base_config, source_lang=self.source_lang, target_lang=self.target_lang)
+            config = self.config_for_languages(self.base_config, self.source_lang, self.target_lang)
             self.translator = self.build_translator(config, self.shared(config))
         return self.translator
 
