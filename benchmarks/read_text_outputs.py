@@ -1,0 +1,70 @@
+"""Read the hypotheses of `simulagents eval` text runs, not only their scores: length against the references, empty
+lines, loops, copied source runs and sentence periods inside a sentence, one line per run of an OUT folder.
+
+    .venv/bin/python benchmarks/read_text_outputs.py runs/eval-text-de
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+WORD = re.compile(r"[\w']+")
+PERIOD_INSIDE = re.compile(r"\w\. [a-zäöüß]")  # "die. sehr": a full stop followed by a lower-case word
+
+
+def run_lines(run: Path) -> tuple[list[str], list[str], list[str]]:
+    """(hypotheses, references, sources) of one run folder: SimulEval's instances log, or the offline row's files."""
+    log = run / "simuleval" / "instances.log"
+    if log.exists():
+        rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        return [r["prediction"] for r in rows], [r["reference"].strip() for r in rows], [r["source"] for r in rows]
+    return tuple((run / name).read_text().splitlines() for name in ("offline.txt", "reference.txt", "source.txt"))
+
+
+def copies_source(hypothesis: str, source: str, length: int = 4) -> bool:
+    """Whether `length` consecutive hypothesis words are lower-case source words (names and terms, which references
+    keep too, are mostly capitalised)."""
+    source_words = {w.lower() for w in WORD.findall(source)}
+    run = 0
+    for word in WORD.findall(hypothesis):
+        run = run + 1 if word.islower() and word in source_words else 0
+        if run >= length:
+            return True
+    return False
+
+
+def loops(hypothesis: str) -> bool:
+    """Whether a block of 1-3 words comes three times in a row."""
+    words = hypothesis.lower().split()
+    return any(words[i:i + size] == words[i + size:i + 2 * size] == words[i + 2 * size:i + 3 * size]
+               for size in (1, 2, 3) for i in range(len(words) - 3 * size + 1))
+
+
+def describe(run: Path) -> str:
+    hypotheses, references, sources = run_lines(run)
+    words = sum(len(h.split()) for h in hypotheses) / max(1, sum(len(r.split()) for r in references))
+    counts = {
+        "empty": sum(not h.strip() for h in hypotheses),
+        "loops": sum(map(loops, hypotheses)),
+        "copied source (4+ words)": sum(copies_source(h, s) for h, s in zip(hypotheses, sources)),
+        "period inside a sentence": sum(bool(PERIOD_INSIDE.search(h)) and not PERIOD_INSIDE.search(s)
+                                        for h, s in zip(hypotheses, sources)),
+    }
+    return f"{run.name}: {len(hypotheses)} lines, words / reference words {words:.2f}; " + ", ".join(
+        f"{name} {count}" for name, count in counts.items())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="a `simulagents eval --out` folder of text runs")
+    runs = sorted(p for p in parser.parse_args().out.glob("runs/*") if (p / "result.json").exists())
+    if not runs:
+        raise SystemExit("no finished runs (OUT/runs/*/result.json) in that folder")
+    for run in runs:
+        print(describe(run))
+
+
+if __name__ == "__main__":
+    main()
