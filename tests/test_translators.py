@@ -226,3 +226,17 @@ def test_streams_on_server_threads_share_no_tokenizer_state(tiny_lm):
         caller.join()
     assert not errors, errors
     assert outputs and all(output == reference for output in outputs)
+
+
+def test_an_english_target_cuts_talk_about_the_prompts_text_but_not_the_language_names(tiny_lm):
+    """cs→en: the instructions are English, so only the phrases naming the prompt's own text are an echo (seen on a
+    Czech talk: "The Czech text translates to English as: …", "I'm sorry, but I don't have the Czech text")."""
+    translator = AlignAttTranslator(tiny_lm, AlignAttConfig(source_lang="cs", target_lang="en"), heads_of(tiny_lm))
+    source = ["Česká", "republika", "podporuje", "návrh"]
+    def usable(draft: str) -> str:
+        return draft[:translator.guard.usable_length((), draft, source)[0]].strip()
+
+    assert usable("The Czech text translates to English as: The Czech Republic supports") == "The"
+    assert usable("I'm sorry, but I don't have the Czech text to translate.") == "I'm sorry, but I don't have the"
+    kept = "The Czech Presidency supports the proposal in English and in Czech."
+    assert usable(kept) == kept

@@ -16,7 +16,7 @@ from agents.systems.config import AlignAttConfig, LLMTranslatorConfig, LocalAgre
 from backends.choice import load_lm
 from backends.heads import HeadSet, default_heads, load_heads
 from backends.hf.lm import CausalLM, Draft
-from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt
+from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt, language_name
 from backends.models import stream_tokenizer
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
 from policies.degenerate import DraftGuard, final_budget
@@ -108,9 +108,13 @@ class LLMTranslator(StreamingTranslator):
         self.config = config
         self.tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
         self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang)
-        # The instructions are English: an English target may say anything they say, so no echo rule for it.
-        instructions = () if primary_language(config.target_lang) == "en" else \
-            tuple(f"{self.prompts.system} {self.prompts.instruction}".split())
+        instructions = tuple(f"{self.prompts.system} {self.prompts.instruction}".split())
+        if primary_language(config.target_lang) == "en":
+            # The instructions are English, so an English translation may share most of their words ("the Czech
+            # Presidency"); only the phrases naming the prompt's own text are an echo ("The Czech text translates
+            # to English as: ...", "I don't have the Czech text").
+            source, target = language_name(config.source_lang), language_name(config.target_lang)
+            instructions = (source, "text", "above", target, "translation")
         self.guard = DraftGuard(self.target_unit, config.target_lang, instructions)
         self.session = lm.session(heads)
         self.capture = heads is not None
