@@ -170,8 +170,11 @@ class TimelineRecognizer(SpeechRecognizer):
     """A fake recogniser: reads the absolute position from the samples and returns the scripted words that lie
     wholly inside the audio, relative to its start (a real recogniser's contract, without a model)."""
 
-    def __init__(self, timeline=TIMELINE):
+    def __init__(self, timeline=TIMELINE, period_seconds: float | None = None):
+        """With `period_seconds`, the timeline repeats every period (a talk longer than float32 samples can index:
+        the samples then encode their position within one period, see the soak test)."""
         self.timeline = timeline
+        self.period_seconds = period_seconds
         self.calls = 0
 
     def transcribe(self, audio, language):
@@ -180,5 +183,11 @@ class TimelineRecognizer(SpeechRecognizer):
             return []
         start = round(float(audio[0]) * SCALE) / RATE
         end = start + len(audio) / RATE
-        return [TimedWord(text, s - start, e - start) for text, s, e in self.timeline
-                if s >= start - 1e-9 and e <= end + 1e-9]
+        words, offset = [], 0.0
+        while offset < end:
+            words += [TimedWord(text, s + offset - start, e + offset - start) for text, s, e in self.timeline
+                      if s + offset >= start - 1e-9 and e + offset <= end + 1e-9]
+            if self.period_seconds is None:
+                break
+            offset += self.period_seconds
+        return words

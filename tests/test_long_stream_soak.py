@@ -16,7 +16,6 @@ import torch
 from agents.alignatt4llm_simulstream import Agent
 from agents.systems.cascade import MAX_KEPT_SENTENCES
 from agents.systems.llm import MAX_KEPT_STEPS, AlignAttTranslator
-from backends.asr.base import TimedWord
 from backends.heads import HeadSet
 from backends.hf.lm import CausalLM
 from backends.models import load_causal_lm
@@ -58,29 +57,6 @@ def talk_period() -> list[tuple[str, float, float]]:
     words[-1] = (words[-1][0] + ".", *words[-1][1:])
     assert t + 1.0 <= PERIOD_SECONDS, f"the script takes {t:.1f} s: make PERIOD_SECONDS longer"
     return words
-
-
-class PeriodicTimelineRecognizer(TimelineRecognizer):
-    """A fake recogniser for a talk longer than float32 can index: the samples encode their position within one
-    period of the script (`talk_period`), and the words returned are the script's, repeated every period, that lie
-    wholly inside the audio, relative to its start."""
-
-    def __init__(self, timeline, period_seconds: float):
-        super().__init__(timeline)
-        self.period_seconds = period_seconds
-
-    def transcribe(self, audio, language):
-        self.calls += 1
-        if len(audio) == 0:
-            return []
-        start = round(float(audio[0]) * SCALE) / RATE
-        end = start + len(audio) / RATE
-        words, offset = [], 0.0
-        while offset < end:
-            words += [TimedWord(text, s + offset - start, e + offset - start) for text, s, e in self.timeline
-                      if s + offset >= start - 1e-9 and e + offset <= end + 1e-9]
-            offset += self.period_seconds
-        return words
 
 
 def periodic_audio(start_sample: int, stop_sample: int, period_samples: int) -> np.ndarray:
@@ -193,7 +169,7 @@ def test_stand_in_models_two_and_a_half_hour_stream_keeps_state_and_chunk_time_f
     they grow with it by design, one short string per target unit; bounding them changes the core contract (issue
     18 item 7, reported). Here they are asserted to hold exactly the units sent and nothing more.
     """
-    recognizer = PeriodicTimelineRecognizer(talk_period(), PERIOD_SECONDS)
+    recognizer = TimelineRecognizer(talk_period(), period_seconds=PERIOD_SECONDS)
     agent = stand_in_agent_class(recognizer, stand_in_lm)(
         SimpleNamespace(speech_chunk_size=CHUNK_SECONDS, border=1, median_width=3, max_new_tokens=2,
                         final_max_new_tokens=3))
