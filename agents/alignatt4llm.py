@@ -6,7 +6,8 @@
         agents.alignatt4llm.WaitkTextAgent for the baseline)
 
 with their peers on the same models: `WaitkTextAgent` (wait-k), `LocalAgreementTextAgent` and the speech
-`LocalAgreementAgent` (LocalAgreement-2 ASR + LocalAgreement MT, the IWSLT 2026 baseline's rules).
+`LocalAgreementAgent` (LocalAgreement-2 ASR + LocalAgreement MT, the IWSLT 2026 baseline's rules) and `WaitkAgent`
+(wait-k on the same cascade).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ AGENT_MODULES = {
     "WaitkTextAgent": "agents.alignatt4llm_simuleval",
     "LocalAgreementAgent": "agents.alignatt4llm_simulstream",
     "LocalAgreementTextAgent": "agents.alignatt4llm_simuleval",
+    "WaitkAgent": "agents.alignatt4llm_simulstream",
 }
 
 __getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES, simuleval_agent="TextAgent")

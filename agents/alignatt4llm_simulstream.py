@@ -1,12 +1,13 @@
 """AlignAtt4LLM speech cascade for simulstream: `Agent` = recogniser with word times + AlignAtt over a decoder-only
-LLM, one step per audio chunk, and its LocalAgreement peer on the same models. Import them as
-`agents.alignatt4llm.Agent` (YAML `type:`) or `agents.alignatt4llm:Agent` (`:LocalAgreementAgent`)."""
+LLM, one step per audio chunk, and its LocalAgreement and wait-k peers on the same models. Import them as
+`agents.alignatt4llm.Agent` (YAML `type:`) or `agents.alignatt4llm:Agent` (`:LocalAgreementAgent`, `:WaitkAgent`)."""
 from __future__ import annotations
 
 from agents.harness.simulstream import StreamingSpeechProcessor
 from agents.systems.cascade import CascadeTranslator
-from agents.systems.config import CascadeConfig, LocalAgreementCascadeConfig
-from agents.systems.llm import AlignAttTranslator, LLMTranslator, LocalAgreementTranslator, resolve_heads
+from agents.systems.config import CascadeConfig, LocalAgreementCascadeConfig, WaitkCascadeConfig
+from agents.systems.llm import (AlignAttTranslator, LLMTranslator, LocalAgreementTranslator, WaitkTranslator,
+                                resolve_heads)
 from backends.asr import load_recognizer
 from backends.choice import load_lm
 
@@ -55,7 +56,22 @@ class Agent(StreamingSpeechProcessor):
         return CascadeTranslator(recognizer, cls.segment_translator(config, lm), config)
 
 
-class LocalAgreementAgent(Agent):
+class PeerAgent(Agent):
+    """A peer policy on the same cascade (recogniser, transcript commit, LLM and prompt): no attention capture; each
+    segment is translated by `translator_class(lm, config)`."""
+
+    translator_class: type[LLMTranslator]
+
+    @classmethod
+    def capture_heads(cls, config):
+        return None
+
+    @classmethod
+    def segment_translator(cls, config, lm) -> LLMTranslator:
+        return cls.translator_class(lm, config)
+
+
+class LocalAgreementAgent(PeerAgent):
     """The peer on the same recogniser and LLM: whisper_streaming's LocalAgreement-2 commit on the recogniser's
     words (`source_frontier: agreement`) feeding LocalAgreement over greedy re-translation (the IWSLT 2026
     baseline's MT rule), chunk-synchronous, append-only."""
@@ -64,11 +80,15 @@ class LocalAgreementAgent(Agent):
 
     config_class = LocalAgreementCascadeConfig
     default_preset = "local_agreement_cpu"  # eval_configs/local_agreement_cpu.yaml: what runs when no --config is given
+    translator_class = LocalAgreementTranslator
 
-    @classmethod
-    def capture_heads(cls, config: LocalAgreementCascadeConfig):
-        return None
 
-    @classmethod
-    def segment_translator(cls, config: LocalAgreementCascadeConfig, lm) -> LLMTranslator:
-        return LocalAgreementTranslator(lm, config)
+class WaitkAgent(PeerAgent):
+    """The wait-k peer on the same recogniser, transcript commit and LLM: after k accessible source words, one
+    target word per accessible word (the naive schedule every simultaneous system is compared with)."""
+
+    __module__ = "agents.alignatt4llm"
+
+    config_class = WaitkCascadeConfig
+    default_preset = "waitk_cpu"  # eval_configs/waitk_cpu.yaml: what runs when no --config is given
+    translator_class = WaitkTranslator

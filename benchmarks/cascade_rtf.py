@@ -1,11 +1,13 @@
 """Real-time factor of the AlignAtt4LLM speech cascade on one long synthetic talk (espeak-ng), and whether a chunk
 costs the same late in the talk as early on: mean per-chunk time in the last minute over the first.
 
-    python benchmarks/cascade_rtf.py [--minutes 10] [--config alignatt4llm_cpu] [--set key=value ...]
+    python benchmarks/cascade_rtf.py [--minutes 10] [--window-minutes 10] [--config alignatt4llm_cpu] [--set key=value ...]
 
 The talk is the English side of the MCIF dev set (../shared/data) spoken sentence after sentence, or a built-in
 text when that folder is absent. Run on a quiet machine: other processes on the 2 cores distort every ratio.
 Targets on 2 CPU cores with the embedded default: RTF < 1, last/first minute <= 1.25.
+For long talks it also prints, per window of `--window-minutes`, the mean chunk time, the resident memory at the
+window's end and the sizes of the cascade's per-stream structures: flat rows are what a 2.5-hour talk needs.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import resource
 import statistics
 import tempfile
 import time
+import sys
 from pathlib import Path
 
 import soundfile
@@ -24,6 +27,9 @@ from agents.simulstream_cli import parse_overrides
 from agents.synthetic_speech import synthesize_talk
 from agents.systems.cascade import CascadeTranslator
 from agents.systems.config import CascadeConfig
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cpu import cpu_summary  # noqa: E402
 
 FALLBACK_TEXT = [
     "Simultaneous speech translation produces a translation while the speaker is still talking.",
@@ -51,9 +57,28 @@ def talk_sentences(minutes: float) -> list[str]:
     return chosen
 
 
+def resident_mib() -> float:
+    """Resident memory now (not the peak), from /proc/self/statm; the peak from getrusage where /proc is absent."""
+    statm = Path("/proc/self/statm")
+    if statm.is_file():
+        import os
+
+        return int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def stream_structure_sizes(translator: CascadeTranslator) -> str:
+    """The lengths of the cascade's per-stream state that could grow with a talk (the emitted output excluded)."""
+    return (f"tail {len(translator.tail) / translator.SAMPLE_RATE:.1f} s, "
+            f"kept sentences {len(translator.committed_sentences)}, kept MT steps {len(translator.translator.steps)}, "
+            f"emitted units {len(translator.emitted_units)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--window-minutes", type=float, default=10.0,
+                        help="report chunk time and resident memory per window of this many minutes")
     parser.add_argument("--config", default="alignatt4llm_cpu")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
@@ -70,16 +95,27 @@ def main() -> None:
     print(f"talk: {len(audio) / rate / 60:.1f} min of espeak-ng speech; config {args.config} "
           f"(chunk {chunk_seconds} s, hold-back {config.hold_back} s, model {config.model}, asr {config.asr})")
 
+    print(cpu_summary())
+
     translator = CascadeTranslator.from_config(config)
     translator.reset()
     step = int(chunk_seconds * rate)
+    window_seconds = args.window_minutes * 60.0
     chunk_times, chunk_ends, longest_tail = [], [], 0.0
+    window_start, next_report = 0, window_seconds
+    print(f"{'minutes':>11} | {'mean chunk':>10} | {'max chunk':>9} | {'RSS now':>9} | per-stream structures", flush=True)
     for start in range(0, len(audio), step):
         began = time.perf_counter()
         translator.feed_audio(audio[start:start + step])
         chunk_times.append(time.perf_counter() - began)
         chunk_ends.append(min(start + step, len(audio)) / rate)
         longest_tail = max(longest_tail, len(translator.tail) / rate)
+        if chunk_ends[-1] >= next_report or start + step >= len(audio):
+            times = chunk_times[window_start:]
+            print(f"{(next_report - window_seconds) / 60:5.1f}-{chunk_ends[-1] / 60:<5.1f} | "
+                  f"{statistics.mean(times):9.3f}s | {max(times):8.3f}s | {resident_mib():6.0f} MiB | "
+                  f"{stream_structure_sizes(translator)}", flush=True)
+            window_start, next_report = len(chunk_times), next_report + window_seconds
     began = time.perf_counter()
     translator.flush()
     flush_time = time.perf_counter() - began

@@ -79,6 +79,16 @@ def echo_start(units: Sequence[str], instruction_words: Sequence[str], source_wo
     return None
 
 
+def echo_words(instructions: Sequence[str], source_name: str, target_name: str, target_lang: str) -> tuple[str, ...]:
+    """The words whose consecutive pairs in a draft are an echo of the prompt (`echo_start`): the prompt's own
+    instruction words, or, for an English target (the instructions are English, so a translation may share most of
+    their words: "the Czech Presidency"), only the phrases that name the prompt's own text ("The Czech text
+    translates to English as: ...", "I don't have the Czech text")."""
+    if primary_language(target_lang) == "en":
+        return (source_name, "text", "above", target_name, "translation")
+    return tuple(instructions)
+
+
 def foreign_script_start(units: Sequence[str], target_lang: str) -> int | None:
     """Index of the first unit written in a script the target language does not use (CJK ideographs, kana or
     hangul in a language written with an alphabet: the model switched language), or None. Chinese and Japanese

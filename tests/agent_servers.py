@@ -2,6 +2,7 @@
 loopback port for the server tests and stopped when the test ends (fixtures), and the HTTP client helpers."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -27,36 +28,48 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def agent_server(tmp_path):
-    """start(agent, *flags, startup_seconds=60) -> port: `simulstream --agent agent --host 127.0.0.1 --port P
-    --metrics-log tmp/P.jsonl *flags` (flags include --serve or --serve-http), once it accepts connections. Its output
-    goes to tmp/P.server.log (a pipe nobody reads would block a talkative server)."""
-    servers = []
-
-    def start(agent: str, *flags: str, startup_seconds: float = 60) -> int:
-        port = free_port()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])}
-        log = tmp_path / f"{port}.server.log"
-        with log.open("w") as output:
-            server = subprocess.Popen(
-                [sys.executable, "-m", "agents.simulstream_cli", "--agent", agent, "--host", "127.0.0.1",
-                 "--port", str(port), "--metrics-log", str(tmp_path / f"{port}.jsonl"), *flags],
-                cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
-        servers.append(server)
+@contextlib.contextmanager
+def running_server(arguments: list[str], log: Path, startup_seconds: float = 60, describe: str = "the server",
+                   port: int | None = None):
+    """`python -m agents.simulstream_cli *arguments --host 127.0.0.1 --port P` on `port` (default: a free one);
+    yields P once it accepts connections and stops the server on exit. Its output goes to `log` (a pipe nobody reads would block a
+    talkative server); a server that exits early fails the test with that output."""
+    port = port or free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as output:
+        server = subprocess.Popen([sys.executable, "-m", "agents.simulstream_cli", *arguments, "--host", "127.0.0.1",
+                                   "--port", str(port)], cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                  text=True)
+    try:
         deadline = time.time() + startup_seconds
         while True:
             assert server.poll() is None, log.read_text()
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    return port
-            assert time.time() < deadline, f"the server for {agent} did not start in {startup_seconds} s"
+                    break
+            assert time.time() < deadline, f"{describe} did not start in {startup_seconds} s"
             time.sleep(0.2)
-
-    yield start
-    for server in servers:
+        yield port
+    finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture
+def agent_server(tmp_path):
+    """start(agent, *flags, startup_seconds=60) -> port: `simulstream --agent agent --host 127.0.0.1 --port P
+    --metrics-log tmp/P.jsonl *flags` (flags include --serve or --serve-http), once it accepts connections. Its output
+    goes to tmp/P.server.log."""
+    with contextlib.ExitStack() as servers:
+
+        def start(agent: str, *flags: str, startup_seconds: float = 60) -> int:
+            port = free_port()
+            return servers.enter_context(running_server(
+                ["--agent", agent, "--metrics-log", str(tmp_path / f"{port}.jsonl"), *flags],
+                tmp_path / f"{port}.server.log", startup_seconds, f"the server for {agent}", port))
+
+        yield start
 
 
 @pytest.fixture

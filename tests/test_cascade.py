@@ -11,8 +11,8 @@ import pytest
 from agents.core import Emission
 from agents.harness.audio import AudioError
 from agents.systems.cascade import CascadeTranslator
-from agents.systems.config import CascadeConfig, LocalAgreementCascadeConfig
-from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator
+from agents.systems.config import CascadeConfig, LocalAgreementCascadeConfig, WaitkCascadeConfig
+from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, WaitkTranslator
 from backends.asr.base import SpeechRecognizer, TimedWord
 from backends.heads import HeadSet
 from backends.hf.lm import CausalLM
@@ -320,4 +320,27 @@ def test_fake_asr_local_agreement_peer_reads_only_words_two_hypotheses_agree_on(
     assert fed and withheld, "the peer never translated a live sentence, or never withheld a word heard once"
     translator.flush()
     assert translator.transcript.split() == [w for w, _, _ in TIMELINE]
+    assert translator.emitted_units
+
+
+def test_fake_asr_waitk_peer_counts_only_accessible_words(embedded_model_path):
+    """The speech wait-k peer writes at most (accessible words - k + 1) target units of a live sentence, where a
+    word is accessible once it ended `hold_back` before now: a word just heard does not yet buy a target word.
+    The real embedded LLM (a random tiny one writes no live words), the scripted recogniser."""
+    real_lm = CausalLM(*load_causal_lm(str(embedded_model_path)))
+    config = WaitkCascadeConfig(model="unused", k=2, hold_back=0.5, min_start_seconds=0.0)
+    translator = CascadeTranslator(TimelineRecognizer(), WaitkTranslator(real_lm, config), config)
+    audio, start, live_writes, held_back = timeline_audio(5.2), 0, 0, 0
+    for end in np.arange(0.4, 5.21, 0.2):
+        translator.feed_audio(audio[start:int(round(end * RATE))])
+        start = int(round(end * RATE))
+        live = translator.live_words
+        accessible = sum(w.end_time <= translator.now - config.hold_back + 1e-9 for w in live)
+        written = len(translator.translator.segment_units) if live else 0
+        assert written <= max(0, accessible - config.k + 1), (end, [w.text for w in live], accessible, written)
+        live_writes += written > 0
+        held_back += written == max(0, accessible - config.k + 1) < len(live) - config.k + 1
+    assert live_writes, "the peer never wrote during a live sentence"
+    assert held_back, "no step had a heard but not yet accessible word holding back a target word"
+    translator.flush()
     assert translator.emitted_units

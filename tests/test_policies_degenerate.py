@@ -4,6 +4,7 @@ import pytest
 from policies.degenerate import (
     DraftGuard,
     echo_start,
+    echo_words,
     final_budget,
     foreign_script_start,
     line_end,
@@ -110,3 +111,13 @@ def test_repeated_openings_shorter_than_a_restart_are_kept(prefix, draft, unit):
     from policies.units import split_units
 
     assert restart_start(split_units(prefix, unit), split_units(draft, unit), unit) is None
+
+
+def test_echo_words_are_the_instructions_except_for_an_english_target():
+    instructions = "Translate the English text above into German .".split()
+    assert echo_words(instructions, "English", "German", "de") == tuple(instructions)
+    english = echo_words("Translate the Czech text above into English .".split(), "Czech", "English", "en")
+    assert english == ("Czech", "text", "above", "English", "translation")
+    # an English translation may share the instructions' words; only "Czech text"-like phrases remain echoes
+    assert echo_start(["The", "Czech", "Presidency", "supports", "it"], english) is None
+    assert echo_start(["The", "Czech", "text", "says"], english) == 1

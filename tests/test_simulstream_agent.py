@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +14,7 @@ import pytest
 import yaml
 
 import eval_configs
+from agent_servers import running_server
 
 pytestmark = [pytest.mark.real_model, pytest.mark.harness]
 
@@ -132,12 +131,6 @@ def test_official_scorers_read_the_metrics_log(offline_log, talks, tmp_path):
     assert 0 < cu <= ca  # computation-aware latency includes the computation: never below CU
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def stream_with_clients(port: int, talks: Path, names) -> None:
     """simulstream's own wav client, one process per talk, all started at once; waits for all."""
     clients = []
@@ -160,29 +153,16 @@ def chrf(hypothesis: str, reference: str) -> float:
 
 
 def test_websocket_server_gives_the_offline_text_and_a_pool_of_two_serves_two_streams_at_once(offline_log, talks):
-    port = free_port()
     log = talks / "served" / "metrics.jsonl"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "agents.simulstream_cli", "--agent", "agents.alignatt4llm:Agent", "--config",
-         str(eval_configs.path("alignatt4llm_cpu")), "--serve", "--port", str(port), "--pool-size", "2",
-         "--metrics-log", str(log)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            assert server.poll() is None, server.stdout.read()
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(1)
+    arguments = ["--agent", "agents.alignatt4llm:Agent", "--config", str(eval_configs.path("alignatt4llm_cpu")),
+                 "--serve", "--pool-size", "2", "--metrics-log", str(log)]
+    with running_server(arguments, log.parent / "server.log", startup_seconds=300) as port:
         for name in TALKS:  # one stream at a time: exactly the offline runner's computation
             stream_with_clients(port, talks, [name])
         sequential = {name: o.final_text for name, o in read_log(log).items()}
         log.write_text("")
         stream_with_clients(port, talks, list(TALKS))  # both streams at once, one processor each
         concurrent = {name: o.final_text for name, o in read_log(log).items()}
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     offline = {name: o.final_text for name, o in read_log(offline_log).items()}
     assert sequential == offline
     # Two threads computing at once may split float sums differently (oneDNN), so a late word can flip; shared state

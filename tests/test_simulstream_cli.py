@@ -136,7 +136,8 @@ def test_processor_config_checks_agent_and_chunk_size(tmp_path):
 
 @pytest.mark.parametrize("agent,preset", [("agents.alignatt4llm:Agent", "alignatt4llm_cpu"),
                                           ("agents.ssbd:Agent", "ssbd_cpu"), ("agents.waitk_gpe:Agent", "waitk_gpe_cpu"),
-                                          ("agents.alignatt4llm:LocalAgreementAgent", "local_agreement_cpu")])
+                                          ("agents.alignatt4llm:LocalAgreementAgent", "local_agreement_cpu"),
+                                          ("agents.alignatt4llm:WaitkAgent", "waitk_cpu")])
 def test_an_agent_without_config_runs_its_embedded_cpu_preset(agent, preset):
     values = processor_config(agent, None, ["hold_back=0"])
     shipped = read_yaml(eval_configs.path(preset))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 import yaml
 
 import eval_configs
+from agent_servers import running_server
 
 pytestmark = [pytest.mark.real_model, pytest.mark.harness]
 
@@ -94,38 +94,18 @@ def test_the_simulstream_command_with_no_config_runs_the_embedded_default(talk, 
     assert final_text(log, Path(f"{log}.config.yaml")) == reference_text
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def served(*later_flags: str, log: Path):
     """The CPU container's command (docker/Dockerfile.cpu: the package's HTTP server, simulstream's session manager
-    and handler, pool of one), run here with later flags putting it on 127.0.0.1 and a free port; yields the port."""
+    and handler, pool of one), run here with later flags putting it on 127.0.0.1 and a free port; yields the port.
+    The server's output goes beside `log` (its metrics log) as server.log."""
     from test_docker_kits import container_command
 
     command = container_command("cpu")
     assert command[0] == "simulstream"
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "agents.simulstream_cli", *command[1:], *later_flags, "--host", "127.0.0.1",
-         "--port", str(port), "--metrics-log", str(log)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.time() + 300
-        while True:
-            assert server.poll() is None, server.stdout.read()
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert time.time() < deadline, "the HTTP server did not start within 300 s"
-            time.sleep(1)
+    with running_server([*command[1:], *later_flags, "--metrics-log", str(log)], log.parent / "server.log",
+                        startup_seconds=300, describe="the HTTP server") as port:
         yield port
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -181,12 +181,17 @@ class SpeechCascadeKnobs:
                               f"{self.max_tail_seconds}")
 
 
+def speech_sentence_end_knob():
+    """`withhold_sentence_end`, on by default in every speech cascade config (the text configs default to off)."""
+    return knob(True, "before the ASR commits the source sentence, emit nothing from the first target unit that "
+                      "closes a sentence on")
+
+
 @dataclass(frozen=True)
 class CascadeConfig(AlignAttConfig, SpeechCascadeKnobs):
     """The speech cascade: a recogniser with word end times feeding the AlignAtt MT policy, one step per chunk."""
 
-    withhold_sentence_end: bool = knob(True, "before the ASR commits the source sentence, emit nothing from the "
-                                             "first target unit that closes a sentence on")
+    withhold_sentence_end: bool = speech_sentence_end_knob()
 
     def validate(self) -> None:
         super().validate()
@@ -200,8 +205,19 @@ class LocalAgreementCascadeConfig(LocalAgreementConfig, SpeechCascadeKnobs):
 
     source_frontier: str = knob("agreement", "which live words the translator reads: agreement (LocalAgreement-2) "
                                              "or time")
-    withhold_sentence_end: bool = knob(True, "before the ASR commits the source sentence, emit nothing from the "
-                                             "first target unit that closes a sentence on")
+    withhold_sentence_end: bool = speech_sentence_end_knob()
+
+    def validate(self) -> None:
+        super().validate()
+        self.validate_speech()
+
+
+@dataclass(frozen=True)
+class WaitkCascadeConfig(WaitkConfig, SpeechCascadeKnobs):
+    """The wait-k peer of the speech cascade: the same recogniser and transcript commit as AlignAtt, then k
+    accessible source words before the first target word and one target word per accessible word after it."""
+
+    withhold_sentence_end: bool = speech_sentence_end_knob()
 
     def validate(self) -> None:
         super().validate()

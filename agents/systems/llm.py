@@ -19,7 +19,7 @@ from backends.hf.lm import CausalLM, Draft
 from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt, language_name
 from backends.models import stream_tokenizer
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
-from policies.degenerate import DraftGuard, final_budget
+from policies.degenerate import DraftGuard, echo_words, final_budget
 from policies.frontier import accessible_word_count
 from policies.local_agreement import agreed_prefix
 from policies.transcript import ends_sentence
@@ -27,7 +27,6 @@ from policies.units import (
     REPLACEMENT_CHARACTER,
     committable_prefix_length,
     join_units,
-    primary_language,
     split_units,
     target_unit_for,
 )
@@ -108,13 +107,9 @@ class LLMTranslator(StreamingTranslator):
         self.config = config
         self.tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
         self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang)
-        instructions = tuple(f"{self.prompts.system} {self.prompts.instruction}".split())
-        if primary_language(config.target_lang) == "en":
-            # The instructions are English, so an English translation may share most of their words ("the Czech
-            # Presidency"); only the phrases naming the prompt's own text are an echo ("The Czech text translates
-            # to English as: ...", "I don't have the Czech text").
-            source, target = language_name(config.source_lang), language_name(config.target_lang)
-            instructions = (source, "text", "above", target, "translation")
+        instructions = echo_words(f"{self.prompts.system} {self.prompts.instruction}".split(),
+                                  language_name(config.source_lang), language_name(config.target_lang),
+                                  config.target_lang)
         self.guard = DraftGuard(self.target_unit, config.target_lang, instructions)
         self.session = lm.session(heads)
         self.capture = heads is not None
@@ -183,7 +178,7 @@ class LLMTranslator(StreamingTranslator):
             self._logged_stats = PolicyStats(**now)
 
     def _step(self, accessible: int, final: bool) -> Emission:
-        if not final and (accessible == 0 or not self._may_write()):
+        if not final and (accessible == 0 or not self._may_write(accessible)):
             return Emission()
         # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
         step_key = (tuple(w.text for w in self.source_words), accessible, len(self.emitted_units), final)
@@ -222,7 +217,7 @@ class LLMTranslator(StreamingTranslator):
         units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
         if not final and self.config.withhold_sentence_end:
             units = units_before_sentence_end(units, self.config.target_lang)
-        return Emission(new_units=self._limit(units, final))
+        return Emission(new_units=self._limit(units, accessible, final))
 
     def _final_budget(self, prompt: TranslationPrompt, target_prefix: str) -> int:
         """The final draft's budget, proportional to the source (`policies.degenerate.final_budget`)."""
@@ -253,11 +248,11 @@ class LLMTranslator(StreamingTranslator):
             next_char = self._decode(draft.tokens[: accepted + 1])[len(accepted_text):][:1] or None
         return committable_prefix_length(accepted_text, next_char, self.target_unit)
 
-    def _may_write(self) -> bool:
-        """Whether a draft is worth computing now (the wait-k schedule may forbid writing)."""
+    def _may_write(self, accessible: int) -> bool:
+        """Whether a draft is worth computing now, with `accessible` source words (wait-k may forbid writing)."""
         return True
 
-    def _limit(self, units: tuple[str, ...], final: bool) -> tuple[str, ...]:
+    def _limit(self, units: tuple[str, ...], accessible: int, final: bool) -> tuple[str, ...]:
         """Cap the committed units (the wait-k schedule does); by default keep all."""
         return units
 
@@ -310,7 +305,8 @@ class AlignAttTranslator(LLMTranslator):
 
 
 class WaitkTranslator(LLMTranslator):
-    """The wait-k baseline on the same backend: after k source words, one target unit per source word."""
+    """The wait-k baseline on the same backend: after k accessible source words, one target unit per accessible
+    source word (text input: every word read; speech: the words that ended `hold_back` before now)."""
 
     def __init__(self, lm: CausalLM, config: WaitkConfig):
         super().__init__(lm, config, heads=None)
@@ -322,7 +318,7 @@ class WaitkTranslator(LLMTranslator):
     def _draft_and_accept(self, prompt, budget, accessible):
         """Draft only until the units the schedule allows now are complete (the next one has begun): one new word
         per read costs a few tokens, not the whole budget."""
-        allowed = waitk_target_budget(len(self.source_words), self.config.k, False) - len(self.segment_units)
+        allowed = waitk_target_budget(accessible, self.config.k, False) - len(self.segment_units)
 
         def stop(draft: Draft) -> bool:
             text = self._decode(draft.tokens)
@@ -331,11 +327,11 @@ class WaitkTranslator(LLMTranslator):
         draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
         return draft, len(draft.tokens), None
 
-    def _may_write(self):
-        return waitk_target_budget(len(self.source_words), self.config.k, False) > len(self.segment_units)
+    def _may_write(self, accessible):
+        return waitk_target_budget(accessible, self.config.k, False) > len(self.segment_units)
 
-    def _limit(self, units, final):
-        budget = waitk_target_budget(len(self.source_words), self.config.k, source_finished=final)
+    def _limit(self, units, accessible, final):
+        budget = waitk_target_budget(accessible, self.config.k, source_finished=final)
         if budget is None:
             return units
         return units[: max(0, budget - len(self.segment_units))]
