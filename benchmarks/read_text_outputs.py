@@ -1,5 +1,6 @@
-"""Read the hypotheses of `simulagents eval` text runs, not only their scores: length against the references, empty
-lines, loops, copied source runs and sentence periods inside a sentence, one line per run of an OUT folder.
+"""Read the hypotheses of `simulagents eval` runs, not only their scores: length against the references, empty
+lines, loops, copied source runs and sentence periods inside a sentence, one line per run of an OUT folder (text
+runs: SimulEval's instances; speech runs: the output resegmented onto the reference lines by OmniSTEval).
 
     .venv/bin/python benchmarks/read_text_outputs.py runs/eval-text-de
 """
@@ -15,11 +16,17 @@ PERIOD_INSIDE = re.compile(r"\w\. [a-zäöüß]")  # "die. sehr": a full stop fo
 
 
 def run_lines(run: Path) -> tuple[list[str], list[str], list[str]]:
-    """(hypotheses, references, sources) of one run folder: SimulEval's instances log, or the offline row's files."""
+    """(hypotheses, references, sources) of one run folder: SimulEval's instances log, OmniSTEval's resegmented
+    speech output (sources: the transcripts the set was spoken from), or the offline row's files."""
     log = run / "simuleval" / "instances.log"
     if log.exists():
         rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         return [r["prediction"] for r in rows], [r["reference"].strip() for r in rows], [r["source"] for r in rows]
+    resegmented = run / "omnisteval" / "instances.resegmented.jsonl"
+    if resegmented.exists():
+        rows = [json.loads(line) for line in resegmented.read_text().splitlines() if line.strip()]
+        sources = (run / "source.txt").read_text().splitlines()
+        return [r["prediction"] for r in rows], [r["reference"].strip() for r in rows], sources
     return tuple((run / name).read_text().splitlines() for name in ("offline.txt", "reference.txt", "source.txt"))
 
 
@@ -58,7 +65,7 @@ def describe(run: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, help="a `simulagents eval --out` folder of text runs")
+    parser.add_argument("out", type=Path, help="a `simulagents eval --out` folder")
     runs = sorted(p for p in parser.parse_args().out.glob("runs/*") if (p / "result.json").exists())
     if not runs:
         raise SystemExit("no finished runs (OUT/runs/*/result.json) in that folder")
