@@ -107,10 +107,10 @@ class LLMTranslator(StreamingTranslator):
         self.config = config
         self.tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
         self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang)
-        instructions = echo_words(f"{self.prompts.system} {self.prompts.instruction}".split(),
-                                  language_name(config.source_lang), language_name(config.target_lang),
-                                  config.target_lang)
-        self.guard = DraftGuard(self.target_unit, config.target_lang, instructions)
+        prompt_words_to_avoid = echo_words(f"{self.prompts.system} {self.prompts.instruction}".split(),
+                                           language_name(config.source_lang), language_name(config.target_lang),
+                                           config.target_lang)
+        self.guard = DraftGuard(self.target_unit, config.target_lang, prompt_words_to_avoid)
         self.session = lm.session(heads)
         self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
