@@ -12,11 +12,12 @@ window's end and the sizes of the cascade's per-stream structures: flat rows are
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
+import sys
 import tempfile
 import time
-import sys
 from pathlib import Path
 
 import soundfile
@@ -61,8 +62,6 @@ def resident_mib() -> float:
     """Resident memory now (not the peak), from /proc/self/statm; the peak from getrusage where /proc is absent."""
     statm = Path("/proc/self/statm")
     if statm.is_file():
-        import os
-
         return int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 

@@ -16,14 +16,12 @@ from pathlib import Path
 
 import soundfile
 
-from agents.synthetic_speech import read_segments
+from agents.synthetic_speech import SAMPLE_RATE, read_segments
 from backends.asr import load_recognizer
 from backends.star.evaluate import word_errors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu import cpu_summary  # noqa: E402
-
-SAMPLE_RATE = 16000
 
 
 def normalise(text: str) -> list[str]:

@@ -181,17 +181,14 @@ class SpeechCascadeKnobs:
                               f"{self.max_tail_seconds}")
 
 
-def speech_sentence_end_knob():
-    """`withhold_sentence_end`, on by default in every speech cascade config (the text configs default to off)."""
-    return knob(True, "before the ASR commits the source sentence, emit nothing from the first target unit that "
-                      "closes a sentence on")
-
-
 @dataclass(frozen=True)
-class CascadeConfig(AlignAttConfig, SpeechCascadeKnobs):
-    """The speech cascade: a recogniser with word end times feeding the AlignAtt MT policy, one step per chunk."""
+class SpeechCascadeConfig(SpeechCascadeKnobs):
+    """A text policy's config driven by the speech cascade: put first among the bases (`class
+    XCascadeConfig(SpeechCascadeConfig, XConfig)`), so that its defaults win and its `validate` runs the policy's
+    checks, then the front end's."""
 
-    withhold_sentence_end: bool = speech_sentence_end_knob()
+    withhold_sentence_end: bool = knob(True, "before the ASR commits the source sentence, emit nothing from the "
+                                             "first target unit that closes a sentence on")
 
     def validate(self) -> None:
         super().validate()
@@ -199,29 +196,23 @@ class CascadeConfig(AlignAttConfig, SpeechCascadeKnobs):
 
 
 @dataclass(frozen=True)
-class LocalAgreementCascadeConfig(LocalAgreementConfig, SpeechCascadeKnobs):
+class CascadeConfig(SpeechCascadeConfig, AlignAttConfig):
+    """The speech cascade: a recogniser with word end times feeding the AlignAtt MT policy, one step per chunk."""
+
+
+@dataclass(frozen=True)
+class LocalAgreementCascadeConfig(SpeechCascadeConfig, LocalAgreementConfig):
     """The LocalAgreement peer of the speech cascade: LocalAgreement-2 on the recogniser's words, LocalAgreement
     over greedy re-translation on the MT (the IWSLT 2026 baseline's rules), same recogniser and LLM."""
 
     source_frontier: str = knob("agreement", "which live words the translator reads: agreement (LocalAgreement-2) "
                                              "or time")
-    withhold_sentence_end: bool = speech_sentence_end_knob()
-
-    def validate(self) -> None:
-        super().validate()
-        self.validate_speech()
 
 
 @dataclass(frozen=True)
-class WaitkCascadeConfig(WaitkConfig, SpeechCascadeKnobs):
+class WaitkCascadeConfig(SpeechCascadeConfig, WaitkConfig):
     """The wait-k peer of the speech cascade: the same recogniser and transcript commit as AlignAtt, then k
     accessible source words before the first target word and one target word per accessible word after it."""
-
-    withhold_sentence_end: bool = speech_sentence_end_knob()
-
-    def validate(self) -> None:
-        super().validate()
-        self.validate_speech()
 
 
 @dataclass(frozen=True)
