@@ -37,13 +37,12 @@ class Agent(StreamingSpeechProcessor):
 
     @classmethod
     def shared_key(cls, config: CascadeConfig) -> tuple:
-        return (config.asr, config.asr_model, config.aligner_model, config.asr_device, config.asr_dtype,
+        return (*sorted(config.recognizer_options().items()),
                 config.model, config.backend, *sorted(config.lm_options().items()))
 
     @classmethod
     def load_shared(cls, config: CascadeConfig):
-        recognizer = load_recognizer(config.asr, config.asr_model, config.aligner_model, config.asr_device,
-                                     config.asr_dtype)
+        recognizer = load_recognizer(**config.recognizer_options())
         lm = load_lm(config.backend, config.model, capture_heads=cls.capture_heads(config), **config.lm_options())
         return recognizer, lm
 

@@ -20,14 +20,13 @@ class Agent(StreamingSpeechProcessor):
 
     @classmethod
     def shared_key(cls, config: SSBDCascadeConfig) -> tuple:
-        return (config.asr, config.asr_model, config.aligner_model, config.asr_device, config.asr_dtype,
+        return (*sorted(config.recognizer_options().items()),
                 config.backend, config.model, config.model_dtype, config.model_device, config.n_ctx,
                 config.n_threads)
 
     @classmethod
     def load_shared(cls, config: SSBDCascadeConfig):
-        recognizer = load_recognizer(config.asr, config.asr_model, config.aligner_model, config.asr_device,
-                                     config.asr_dtype)
+        recognizer = load_recognizer(**config.recognizer_options())
         return recognizer, load_ssbd_model(config)
 
     @classmethod

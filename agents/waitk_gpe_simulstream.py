@@ -20,15 +20,14 @@ class Agent(StreamingSpeechProcessor):
 
     @classmethod
     def shared_key(cls, config) -> tuple:
-        return (config.asr, config.asr_model, config.aligner_model, config.asr_device, config.asr_dtype,
+        return (*sorted(config.recognizer_options().items()),
                 config.model, config.adapter, config.model_dtype, config.model_device)
 
     @classmethod
     def load_shared(cls, config):
         from backends.streaming_masks.loading import load_streaming_lm
 
-        recognizer = load_recognizer(config.asr, config.asr_model, config.aligner_model, config.asr_device,
-                                     config.asr_dtype)
+        recognizer = load_recognizer(**config.recognizer_options())
         lm = load_streaming_lm(config.model, config.source_lang, config.target_lang, dtype=config.model_dtype,
                                device=config.model_device, adapter=config.adapter)
         return recognizer, lm

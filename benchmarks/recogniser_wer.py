@@ -2,9 +2,11 @@
 offline, the whole set scored against its transcripts. Says whether a direction's losses come from the ASR or the MT.
 
     python benchmarks/recogniser_wer.py --segments SET/segments.yaml --transcripts SET/source.cs --lang cs
-        [--asr whisper] [--asr-model embedded] [--show 5]
+        [--asr whisper] [--asr-model embedded] [--windows fitted padded] [--show 5]
 
 WER = (substitutions + deletions + insertions) / reference words, over lower-cased words with punctuation removed.
+With several Whisper `--windows`, each segment goes through every one in turn (side by side in one run): WER, time
+per segment, and how far the word end times of one window move against the first's where both wrote the same words.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import soundfile
 
 from agents.synthetic_speech import SAMPLE_RATE, read_segments
@@ -36,6 +39,8 @@ def main() -> None:
     parser.add_argument("--lang", required=True, help="source language code, e.g. en or cs")
     parser.add_argument("--asr", default="whisper")
     parser.add_argument("--asr-model", default="embedded")
+    parser.add_argument("--windows", nargs="+", default=["fitted"], choices=["fitted", "padded"],
+                        help="Whisper encoder windows to compare (whisper only)")
     parser.add_argument("--show", type=int, default=5, help="print this many segments side by side")
     args = parser.parse_args()
 
@@ -44,8 +49,12 @@ def main() -> None:
     if len(segments) != len(transcripts):
         sys.exit(f"{args.segments} has {len(segments)} segments but {args.transcripts} {len(transcripts)} lines")
     print(cpu_summary())
-    recognizer = load_recognizer(args.asr, args.asr_model)
-    errors, reference_words, audio_seconds, began = 0, 0, 0.0, time.perf_counter()
+    windows = args.windows if args.asr == "whisper" else ["fitted"]
+    recognizers = {window: load_recognizer(args.asr, args.asr_model, window=window) for window in windows}
+    errors = dict.fromkeys(windows, 0)
+    seconds = dict.fromkeys(windows, 0.0)
+    end_shifts: dict[str, list[float]] = {window: [] for window in windows[1:]}
+    reference_words, audio_seconds = 0, 0.0
     audio_cache: dict[Path, object] = {}
     for index, (segment, transcript) in enumerate(zip(segments, transcripts)):
         wav = (args.segments.parent / segment["wav"]).resolve()
@@ -55,16 +64,33 @@ def main() -> None:
                 sys.exit(f"{wav}: {rate} Hz; this benchmark reads 16 kHz test sets (simulagents eval writes them)")
         start = int(float(segment["offset"]) * SAMPLE_RATE)
         audio = audio_cache[wav][start:start + int(float(segment["duration"]) * SAMPLE_RATE)]
-        words = [word.text for word in recognizer.transcribe(audio, args.lang)]
-        reference, hypothesis = normalise(transcript), normalise(" ".join(words))
-        errors += word_errors(hypothesis, reference)
+        reference = normalise(transcript)
         reference_words += len(reference)
         audio_seconds += len(audio) / SAMPLE_RATE
+        hypotheses = {}
+        for window, recognizer in recognizers.items():
+            began = time.perf_counter()
+            hypotheses[window] = recognizer.transcribe(audio, args.lang)
+            seconds[window] += time.perf_counter() - began
+            errors[window] += word_errors(normalise(" ".join(word.text for word in hypotheses[window])), reference)
+        first = hypotheses[windows[0]]
+        for window in windows[1:]:
+            if [word.text for word in hypotheses[window]] == [word.text for word in first]:
+                end_shifts[window] += [abs(a.end - b.end) for a, b in zip(hypotheses[window], first)]
         if index < args.show:
-            print(f"ref: {transcript}\nasr: {' '.join(words)}\n")
-    print(f"{len(segments)} segments, {audio_seconds / 60:.1f} min of audio, {reference_words} reference words; "
-          f"{time.perf_counter() - began:.0f} s")
-    print(f"WER ({args.asr} {args.asr_model}, {args.lang}): {100 * errors / max(1, reference_words):.1f}%")
+            print(f"ref: {transcript}")
+            for window in windows:
+                print(f"{window}: {' '.join(word.text for word in hypotheses[window])}")
+            print()
+    print(f"{len(segments)} segments, {audio_seconds / 60:.1f} min of audio, {reference_words} reference words")
+    for window in windows:
+        label = f"{args.asr} {args.asr_model}" + (f" window={window}" if args.asr == "whisper" else "")
+        print(f"WER ({label}, {args.lang}): {100 * errors[window] / max(1, reference_words):.1f}%  "
+              f"{1000 * seconds[window] / len(segments):.0f} ms per segment (RTF {seconds[window] / audio_seconds:.3f})")
+    for window, shifts in end_shifts.items():
+        if shifts:
+            print(f"word ends, {window} against {windows[0]}, on {len(shifts)} words of segments both wrote alike: "
+                  f"mean |shift| {np.mean(shifts):.3f} s, 95th percentile {np.percentile(shifts, 95):.3f} s")
 
 
 if __name__ == "__main__":

@@ -11,10 +11,10 @@ pytestmark = pytest.mark.real_model
 SENTENCE = "The city will build three new schools next year."
 
 
-@pytest.fixture(scope="module")
-def whisper():
+@pytest.fixture(scope="module", params=["fitted", "padded"])
+def whisper(request):
     try:
-        return load_recognizer("whisper", "embedded")
+        return load_recognizer("whisper", "embedded", window=request.param)
     except RecognizerError as error:
         pytest.skip(str(error))
 
@@ -40,6 +40,26 @@ def test_words_are_recognised_with_monotone_times_inside_the_audio(whisper, spee
     assert whisper.transcribe(speech, "en") == words  # greedy, no sampling fallback: runs repeat exactly
 
 
+def test_words_after_a_pause_keep_the_audio_time_base(whisper, speech):
+    """VAD cuts the 2 s pause out before the encoder; the words after it must still be placed after it."""
+    pause = np.zeros(2 * 16_000, np.float32)
+    words = whisper.transcribe(np.concatenate([speech, pause, speech]), "en")
+    second_start = (len(speech) + len(pause)) / 16_000
+    late = [w for w in words if w.end > second_start]
+    assert [w.text.lower().strip(".,") for w in late][-2:] == ["next", "year"], words
+    assert all(not (len(speech) / 16_000 + 0.3 < w.end < second_start) for w in words), words  # nothing in the pause
+
+
+def test_fitted_window_transcribes_like_the_padded_one(speech):
+    """The fitted encoder window (speech + 2 s) gives the words and end times of faster-whisper's 30 s path (here
+    all but one word equal: "A city" against "The city"; WER over a whole talk is in docs/cpu_low_latency.md)."""
+    fitted = load_recognizer("whisper", "embedded", window="fitted").transcribe(speech, "en")
+    padded = load_recognizer("whisper", "embedded", window="padded").transcribe(speech, "en")
+    assert len(fitted) == len(padded) == len(SENTENCE.split()), (fitted, padded)
+    assert sum(a.text != b.text for a, b in zip(fitted, padded)) <= 1, (fitted, padded)
+    assert max(abs(a.end - b.end) for a, b in zip(fitted, padded)) < 0.2
+
+
 def test_silence_and_empty_audio_give_no_words(whisper):
     assert whisper.transcribe(np.zeros(3 * 16_000, np.float32), "en") == []
     assert whisper.transcribe(np.zeros(0, np.float32), "en") == []
@@ -54,3 +74,5 @@ def test_bad_requests_fail_with_the_fix(whisper, tmp_path):
         load_recognizer("whisper", str(tmp_path))
     with pytest.raises(RecognizerError, match="unknown ASR backend"):
         load_recognizer("kaldi")
+    with pytest.raises(RecognizerError, match="unknown Whisper window 'short'; choose one of fitted, padded"):
+        load_recognizer("whisper", "embedded", window="short")

@@ -35,8 +35,7 @@ class CascadeTranslator(SpeechStreamingTranslator):
     @classmethod
     def from_config(cls, config: CascadeConfig, recognizer: SpeechRecognizer | None = None,
                     translator: LLMTranslator | None = None) -> "CascadeTranslator":
-        recognizer = recognizer or load_recognizer(config.asr, config.asr_model, config.aligner_model,
-                                                   config.asr_device, config.asr_dtype)
+        recognizer = recognizer or load_recognizer(**config.recognizer_options())
         translator = translator or AlignAttTranslator.from_config(config)
         return cls(recognizer, translator, config)
 

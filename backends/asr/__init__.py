@@ -8,12 +8,13 @@ RECOGNIZERS = ("whisper", "qwen3")
 
 
 def load_recognizer(name: str, model: str = "embedded", aligner: str = "", device: str = "cpu",
-                    dtype: str = "float32") -> SpeechRecognizer:
-    """Build the recogniser `name` from local weights (`model`, and `aligner` for qwen3); nothing is downloaded."""
+                    dtype: str = "float32", window: str = "fitted") -> SpeechRecognizer:
+    """Build the recogniser `name` from local weights (`model`, and `aligner` for qwen3); nothing is downloaded.
+    `window` (whisper only): what the encoder sees, "fitted" to the speech or "padded" to 30 s."""
     if name == "whisper":
         from backends.asr.whisper import WhisperRecognizer
 
-        return WhisperRecognizer.load(model, device=device)
+        return WhisperRecognizer.load(model, device=device, window=window)
     if name == "qwen3":
         from backends.asr.qwen3 import Qwen3Recognizer
 

