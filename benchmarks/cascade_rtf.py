@@ -6,8 +6,9 @@ costs the same late in the talk as early on: mean per-chunk time in the last min
 The talk is the English side of the MCIF dev set (../shared/data) spoken sentence after sentence, or a built-in
 text when that folder is absent. Run on a quiet machine: other processes on the 2 cores distort every ratio.
 Targets on 2 CPU cores with the embedded default: RTF < 1, last/first minute <= 1.25.
-For long talks it also prints, per window of `--window-minutes`, the mean chunk time, the resident memory at the
-window's end and the sizes of the cascade's per-stream structures: flat rows are what a 2.5-hour talk needs.
+For long talks it also prints, per window of `--window-minutes`, the mean chunk time and the part of it spent in the
+recogniser, the mean audio tail it re-transcribed, the resident memory at the window's end and the sizes of the
+cascade's per-stream structures: flat rows are what a 2.5-hour talk needs.
 """
 from __future__ import annotations
 
@@ -73,6 +74,24 @@ def stream_structure_sizes(translator: CascadeTranslator) -> str:
             f"emitted units {len(translator.emitted_units)}")
 
 
+class TimedRecognizer:
+    """The cascade's recogniser, timed: seconds spent transcribing and seconds of audio transcribed, per chunk."""
+
+    def __init__(self, recognizer):
+        self.recognizer = recognizer
+        self.seconds, self.audio_seconds = [], []
+
+    def transcribe(self, audio, language):
+        began = time.perf_counter()
+        words = self.recognizer.transcribe(audio, language)
+        self.seconds.append(time.perf_counter() - began)
+        self.audio_seconds.append(len(audio) / 16_000)
+        return words
+
+    def __getattr__(self, name):
+        return getattr(self.recognizer, name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0)
@@ -97,22 +116,29 @@ def main() -> None:
     print(cpu_summary())
 
     translator = CascadeTranslator.from_config(config)
+    recognizer = translator.recognizer = TimedRecognizer(translator.recognizer)
     translator.reset()
     step = int(chunk_seconds * rate)
     window_seconds = args.window_minutes * 60.0
     chunk_times, chunk_ends, longest_tail = [], [], 0.0
+    asr_times, tail_seconds = [], []  # per chunk: seconds in the recogniser, seconds of audio it transcribed
     window_start, next_report = 0, window_seconds
-    print(f"{'minutes':>11} | {'mean chunk':>10} | {'max chunk':>9} | {'RSS now':>9} | per-stream structures", flush=True)
+    print(f"{'minutes':>11} | {'mean chunk':>10} | {'of it ASR':>9} | {'max chunk':>9} | {'mean tail':>9} | "
+          f"{'RSS now':>9} | per-stream structures", flush=True)
     for start in range(0, len(audio), step):
-        began = time.perf_counter()
+        began, calls = time.perf_counter(), len(recognizer.seconds)
         translator.feed_audio(audio[start:start + step])
         chunk_times.append(time.perf_counter() - began)
+        asr_times.append(sum(recognizer.seconds[calls:]))
+        tail_seconds.append(sum(recognizer.audio_seconds[calls:]))
         chunk_ends.append(min(start + step, len(audio)) / rate)
         longest_tail = max(longest_tail, len(translator.tail) / rate)
         if chunk_ends[-1] >= next_report or start + step >= len(audio):
             times = chunk_times[window_start:]
+            asr_seconds, tails = asr_times[window_start:], tail_seconds[window_start:]
             print(f"{(next_report - window_seconds) / 60:5.1f}-{chunk_ends[-1] / 60:<5.1f} | "
-                  f"{statistics.mean(times):9.3f}s | {max(times):8.3f}s | {resident_mib():6.0f} MiB | "
+                  f"{statistics.mean(times):9.3f}s | {statistics.mean(asr_seconds):8.3f}s | {max(times):8.3f}s | "
+                  f"{statistics.mean(tails):8.1f}s | {resident_mib():6.0f} MiB | "
                   f"{stream_structure_sizes(translator)}", flush=True)
             window_start, next_report = len(chunk_times), next_report + window_seconds
     began = time.perf_counter()
@@ -128,6 +154,9 @@ def main() -> None:
     print(f"committed sentences: {translator.sentences_committed}; target words: {len(translator.emitted_units)}")
     print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     print(f"mean chunk time, first minute: {statistics.mean(first):.3f} s; last minute: {statistics.mean(last):.3f} s")
+    asr_share = sum(recognizer.seconds) / (sum(chunk_times) + flush_time)
+    print(f"recogniser: {len(recognizer.seconds)} calls, mean {statistics.mean(recognizer.seconds):.3f} s on "
+          f"{statistics.mean(recognizer.audio_seconds):.1f} s of tail; {100 * asr_share:.0f}% of the compute")
     print(f"real-time factor: {rtf:.3f}  (target < 1)")
     print(f"last-minute / first-minute chunk time: {statistics.mean(last) / statistics.mean(first):.2f}x  "
           "(target <= 1.25)")

@@ -3,22 +3,13 @@ avx512_bf16, amx), the core count and the load average, printed beside every tim
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+from backends.cpu import RELEVANT_FLAGS, cpu_info
 
 
 def cpu_summary() -> str:
     """One line, e.g. 'cpu: AMD EPYC | flags: avx2 avx512f avx512_bf16 | 2 cores | load 1.9 1.5 1.2' (Linux)."""
-    model, flags = "unknown", set()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and model == "unknown":
-                model = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(value.split())
+    model, flags = cpu_info()
     present = " ".join(flag for flag in RELEVANT_FLAGS if flag in flags) or "none of " + " ".join(RELEVANT_FLAGS)
     load = " ".join(f"{value:.1f}" for value in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return f"cpu: {model} | flags: {present} | {os.cpu_count()} cores | load {load}"

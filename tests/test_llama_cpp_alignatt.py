@@ -167,9 +167,27 @@ def test_waitk_runs_on_llama_cpp_without_capture(shipped_translators):
 @pytest.mark.parametrize("values, message", [
     ({"backend": "hf", "gguf_weights": "f32"}, "applies to backend llama_cpp only"),
     ({"backend": "llama_cpp", "model_dtype": "bfloat16"}, "llama_cpp runs the GGUF's own weights"),
-    ({"backend": "llama_cpp", "gguf_weights": "f8"}, "gguf_weights must be empty or one of bf16, f16, q8_0, q4_0, f32"),
+    ({"backend": "llama_cpp", "gguf_weights": "f8"}, "gguf_weights must be empty, auto or one of bf16, f16, q8_0, q4_0, f32"),
     ({"backend": "llama_cpp", "n_ctx": 8}, "n_ctx >= 64"),
 ])
 def test_bad_llama_cpp_configuration_is_refused(values, message):
     with pytest.raises(ConfigError, match=message):
         AlignAttConfig(**values).validate()
+
+
+@pytest.mark.harness
+def test_low_cpu_preset_translates_speech_through_simulstreams_runner(tmp_path, embedded_model_path):
+    """eval_configs/alignatt4llm_cpu_low.yaml as a user runs it: simulstream's inference runner, 1 s chunks, the
+    fitted Whisper window, AlignAtt on llama.cpp with the weight format chosen for this CPU (`gguf_weights: auto`)."""
+    from backends.cpu import preferred_gguf_weights
+    from backends.llama_cpp import gguf_path_for, requantized_path
+    from cli_runs import run_cli_on_talk
+
+    records, _ = run_cli_on_talk(tmp_path, ["Today I will talk about the price of energy.",
+                                            "The new plan starts next year."],
+                                 "agents.alignatt4llm:Agent", "alignatt4llm_cpu_low", f"n_threads={THREADS}")
+    text = "".join(token for record in records for token in record["generated_tokens"])
+    assert len(text.split()) >= 6 and not any(record["deleted_tokens"] for record in records), text
+    live = [record for record in records[:-1] if record["generated_tokens"]]
+    assert live, f"nothing was emitted before the end of the stream: {records}"  # AlignAtt wrote while listening
+    assert requantized_path(gguf_path_for("embedded"), preferred_gguf_weights()).is_file()

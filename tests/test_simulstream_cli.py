@@ -159,7 +159,7 @@ def test_cli_refuses_an_unsupported_language_pair_before_loading(tmp_path, capsy
     assert "unsupported language pair en->fr" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["alignatt4llm_cpu", "alignatt4llm_low", "alignatt4llm_high"])
+@pytest.mark.parametrize("name", ["alignatt4llm_cpu", "alignatt4llm_cpu_low", "alignatt4llm_low", "alignatt4llm_high"])
 def test_shipped_speech_presets_are_valid_simulstream_processor_yamls(name):
     from simulstream.config import yaml_config
 

@@ -189,7 +189,7 @@ def test_reset_forgets_the_stream(tiny_checkpoint):
     ({"mask_k": -1}, "mask_k"),
     ({"step_words": 0}, "step_words"),
     ({"backend": "llama_cpp", "model_dtype": "bfloat16"}, "model_dtype applies to the transformers backend"),
-    ({"gguf_weights": "q5"}, "gguf_weights must be empty or one of bf16"),
+    ({"gguf_weights": "q5"}, "gguf_weights must be empty, auto or one of bf16"),
     ({"backend": "transformers", "gguf_weights": "bf16"}, "with backend llama_cpp"),
 ])
 def test_bad_configuration_is_refused(values, message):

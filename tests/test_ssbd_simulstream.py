@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import yaml
 
-import eval_configs
 from agents.core import Emission, SpeechStreamingTranslator
 from agents.harness.config import knob
+from cli_runs import run_cli_on_talk
 
 SAMPLE_RATE = 16_000
 
@@ -142,22 +142,10 @@ def test_ssbd_agent_on_real_speech_replays_in_logreader_and_stats(tmp_path, embe
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from simulstream.metrics.readers import LogReader
 
-    from agents.simulstream_cli import main
-    from agents.synthetic_speech import SynthesisError, synthesize_talk
-
-    try:
-        synthesize_talk(TALK, tmp_path / "talk.wav")
-    except SynthesisError as error:
-        pytest.skip(str(error))
-    (tmp_path / "wavs.txt").write_text("talk.wav\n")
-    log = tmp_path / "metrics.jsonl"
     # The scenario under test is a revision in the final flush. With the padded Whisper window the second sentence
     # is drafted live and revised by the flush; with the fitted window (checked) this short talk's second sentence
     # gets no live draft before the flush, so there is nothing to revise there.
-    assert main(["--agent", "agents.ssbd:Agent", "--config", str(eval_configs.path("ssbd_cpu")),
-                 "--wav-list", str(tmp_path / "wavs.txt"), "--src-lang", "en", "--tgt-lang", "de",
-                 "--set", "mask_k=0", "--set", "asr_window=padded", "--metrics-log", str(log)]) == 0
-    records = [json.loads(line) for line in log.read_text().splitlines() if "generated_tokens" in json.loads(line)]
+    records, log = run_cli_on_talk(tmp_path, TALK, "agents.ssbd:Agent", "ssbd_cpu", "mask_k=0", "asr_window=padded")
     sent = replay(records)
     config_path = Path(f"{log}.config.yaml")
     config = SimpleNamespace(**yaml.safe_load(config_path.read_text()))

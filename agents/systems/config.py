@@ -63,7 +63,8 @@ class DraftBackendKnob:
                               "model 'embedded' or a .gguf file; q/k through llama.cpp's eval callback, "
                               "docs/llama_cpp_alignatt.md)")
     gguf_weights: str = knob("", "llama_cpp: run the GGUF re-quantized (once, cached) to bf16, f16, q8_0, q4_0 "
-                                 "or f32; empty runs the file as it is")
+                                 "or f32, or auto (bf16 where the CPU has native bf16, else q8_0); empty runs the "
+                                 "file as it is")
     n_threads: int = knob(0, "llama_cpp: CPU threads (0: llama-cpp-python's default, half the cores)")
     n_ctx: int = knob(2048, "llama_cpp: positions per stream (prompt + draft) in tokens")
 
@@ -82,13 +83,13 @@ class DraftBackendKnob:
             raise ConfigError("model_dtype int8 is the transformers backend's CPU quantization; with backend vllm "
                               "use float32, bfloat16 or float16")
         if self.backend == "llama_cpp":
-            from backends.llama_cpp import WEIGHT_TYPES
+            from backends.llama_cpp import AUTO_WEIGHTS, WEIGHT_TYPES
 
             if self.model_dtype != "float32" or self.model_device != "cpu":
                 raise ConfigError("model_dtype and model_device apply to the transformers and vLLM backends; "
                                   "llama_cpp runs the GGUF's own weights (choose them with gguf_weights)")
-            if self.gguf_weights and self.gguf_weights not in WEIGHT_TYPES:
-                raise ConfigError(f"gguf_weights must be empty or one of {', '.join(WEIGHT_TYPES)}, got "
+            if self.gguf_weights and self.gguf_weights not in (*WEIGHT_TYPES, AUTO_WEIGHTS):
+                raise ConfigError(f"gguf_weights must be empty, auto or one of {', '.join(WEIGHT_TYPES)}, got "
                                   f"{self.gguf_weights!r}")
             if self.n_threads < 0 or self.n_ctx < 64:
                 raise ConfigError(f"n_threads must be >= 0 and n_ctx >= 64, got {self.n_threads} and {self.n_ctx}")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from agents.harness.config import ConfigError, knob
 from agents.systems.config import LLMTranslatorConfig, SpeechCascadeKnobs
-from backends.llama_cpp import WEIGHT_TYPES
+from backends.llama_cpp import AUTO_WEIGHTS, WEIGHT_TYPES
 
 BACKENDS = ("llama_cpp", "transformers")
 
@@ -27,8 +27,9 @@ class SSBDConfig(LLMTranslatorConfig):
     final_max_new_tokens: int = knob(256, "output budget of the final re-translation once the source is complete")
     n_threads: int = knob(0, "llama_cpp: CPU threads (0: llama.cpp's default)")
     n_ctx: int = knob(1024, "llama_cpp: context length (prompt + output) in tokens")
-    gguf_weights: str = knob("", "llama_cpp: run the GGUF re-quantized (once, cached) to bf16, f16, q8_0 or q4_0; "
-                                 "empty runs the file as it is. bf16 makes draft verification cheap on CPUs with "
+    gguf_weights: str = knob("", "llama_cpp: run the GGUF re-quantized (once, cached) to bf16, f16, q8_0 or q4_0, "
+                                 "or auto (bf16 where the CPU has native bf16, else q8_0); empty runs the file as "
+                                 "it is. bf16 makes draft verification cheap on CPUs with "
                                  "AVX512-BF16 (docs/ssbd.md)")
 
     def validate(self) -> None:
@@ -43,8 +44,9 @@ class SSBDConfig(LLMTranslatorConfig):
             raise ConfigError(f"step_words must be >= 1, got {self.step_words}")
         if self.n_threads < 0 or self.n_ctx < 64:
             raise ConfigError(f"n_threads must be >= 0 and n_ctx >= 64, got {self.n_threads} and {self.n_ctx}")
-        if self.gguf_weights and (self.backend != "llama_cpp" or self.gguf_weights not in WEIGHT_TYPES):
-            raise ConfigError(f"gguf_weights must be empty or one of {', '.join(WEIGHT_TYPES)}, with backend "
+        if self.gguf_weights and (self.backend != "llama_cpp" or self.gguf_weights not in (*WEIGHT_TYPES,
+                                                                                            AUTO_WEIGHTS)):
+            raise ConfigError(f"gguf_weights must be empty, auto or one of {', '.join(WEIGHT_TYPES)}, with backend "
                               f"llama_cpp; got {self.gguf_weights!r} with backend {self.backend!r}")
         if self.backend == "llama_cpp" and self.model_dtype != "float32":
             raise ConfigError("model_dtype applies to the transformers backend; llama_cpp runs the GGUF's own "

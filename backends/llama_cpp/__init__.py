@@ -23,6 +23,7 @@ INSTALL_HINT = ("llama-cpp-python is not installed: pip install llama-cpp-python
 # Weight types a GGUF can be re-quantized to (llama.cpp's file types). bf16 keeps a Q4_K_M model's values (they are
 # dequantized, then rounded to bf16) and makes batched verification cheap on CPUs with AVX512-BF16: see docs/ssbd.md.
 # f32 (every tensor dequantized) is the reference for the capture parity with transformers float32.
+AUTO_WEIGHTS = "auto"  # the weight format this CPU runs best: backends.cpu.preferred_gguf_weights
 WEIGHT_TYPES = {"bf16": "LLAMA_FTYPE_MOSTLY_BF16", "f16": "LLAMA_FTYPE_MOSTLY_F16", "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
                 "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0", "f32": "LLAMA_FTYPE_ALL_F32"}
 LLAMA_FTYPE_ALL_F32 = "0"  # general.file_type of an all-f32 GGUF, as llama.cpp's metadata strings spell it
@@ -99,12 +100,16 @@ class LlamaCppLM:
 
     @classmethod
     def load(cls, spec: str, n_ctx: int = 1024, n_threads: int = 0, weight_type: str = "") -> "LlamaCppLM":
-        """`weight_type` (a WEIGHT_TYPES key) runs the GGUF re-quantized to that type; empty runs the file as it is."""
+        """`weight_type` (a WEIGHT_TYPES key, or "auto": bf16 where the CPU has native bf16, else q8_0) runs the GGUF
+        re-quantized to that type; empty runs the file as it is."""
         from transformers import AutoTokenizer
 
+        from backends.cpu import preferred_gguf_weights
         from backends.models import resolve_model
 
         gguf_path = gguf_path_for(spec)
+        if weight_type == AUTO_WEIGHTS:
+            weight_type = preferred_gguf_weights()
         if weight_type:
             gguf_path = requantized_gguf(gguf_path, weight_type)
         return cls(gguf_path, AutoTokenizer.from_pretrained(resolve_model(spec)), n_ctx, n_threads)

@@ -1,0 +1,40 @@
+"""What the CPU offers (model name, the instruction-set flags that decide the kernels) and the weight format that
+follows from it, so a CPU preset runs the fast kernels on whichever x86-64 or ARM machine it lands on."""
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+# Flags that decide which kernels run: AVX2 (every x86-64 of the last decade), AVX512, and native bf16 dot products.
+RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 (AVX512-BF16, AMX) and aarch64 ("bf16" in Features)
+
+
+def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, frozenset[str]]:
+    """The CPU's model name and flags from /proc/cpuinfo (x86 "flags", aarch64 "Features"); ("unknown", {}) where
+    there is no /proc (macOS, Windows)."""
+    model, flags = "unknown", frozenset()
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "Model", "CPU part") and model == "unknown":
+                model = value.strip()
+            elif key in ("flags", "Features") and not flags:
+                flags = frozenset(value.split())
+    if model == "unknown":
+        model = platform.processor() or platform.machine() or "unknown"
+    return model, flags
+
+
+def has_native_bf16(flags: frozenset[str] | None = None) -> bool:
+    """True when bf16 matrix products run in hardware; elsewhere (AVX2-only x86, older ARM) bf16 weights are
+    converted on the fly and run slower than float32."""
+    flags = cpu_info()[1] if flags is None else flags
+    return any(flag in flags for flag in NATIVE_BF16_FLAGS)
+
+
+def preferred_gguf_weights(flags: frozenset[str] | None = None) -> str:
+    """The llama.cpp weight format for this CPU: bf16 with native bf16 (full precision, fast kernels), else q8_0
+    (8-bit, the best-optimised quantized kernels on AVX2 and NEON, decisions closest to bf16 among quantized types)."""
+    return "bf16" if has_native_bf16(flags) else "q8_0"

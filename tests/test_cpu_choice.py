@@ -1,0 +1,41 @@
+"""The CPU-dependent choices of backends.cpu: flags read from /proc/cpuinfo (x86 and aarch64 layouts) and the weight
+format that follows (bf16 only where bf16 runs in hardware), and `gguf_weights: auto` accepted by the configs."""
+from __future__ import annotations
+
+import pytest
+
+from agents.harness.config import ConfigError, build_config
+from agents.systems.config import CascadeConfig
+from backends.cpu import cpu_info, has_native_bf16, preferred_gguf_weights
+
+X86_AVX2 = "processor\t: 0\nmodel name\t: AMD EPYC 7B12\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\n"
+X86_BF16 = "processor\t: 0\nmodel name\t: Intel Xeon\nflags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+ARM_BF16 = "processor\t: 0\nFeatures\t: fp asimd sve i8mm bf16\nCPU part\t: 0xd40\n"
+
+
+@pytest.mark.parametrize("text, model, native, weights", [
+    (X86_AVX2, "AMD EPYC 7B12", False, "q8_0"),
+    (X86_BF16, "Intel Xeon", True, "bf16"),
+    (ARM_BF16, "0xd40", True, "bf16"),
+])
+def test_flags_decide_the_weight_format(tmp_path, text, model, native, weights):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(text)
+    found_model, flags = cpu_info(cpuinfo)
+    assert found_model == model
+    assert has_native_bf16(flags) is native
+    assert preferred_gguf_weights(flags) == weights
+
+
+def test_without_proc_cpuinfo_the_choice_is_the_portable_one(tmp_path):
+    model, flags = cpu_info(tmp_path / "absent")
+    assert flags == frozenset() and model
+    assert preferred_gguf_weights(flags) == "q8_0"
+
+
+def test_auto_weights_are_accepted_only_as_a_llama_cpp_choice():
+    build_config(CascadeConfig, {"backend": "llama_cpp", "gguf_weights": "auto"})
+    with pytest.raises(ConfigError, match="gguf_weights must be empty, auto or one of"):
+        build_config(CascadeConfig, {"backend": "llama_cpp", "gguf_weights": "q3"})
+    with pytest.raises(ConfigError, match="gguf_weights applies to backend llama_cpp only"):
+        build_config(CascadeConfig, {"backend": "hf", "gguf_weights": "auto"})
