@@ -34,7 +34,12 @@ def has_native_bf16(flags: frozenset[str] | None = None) -> bool:
     return any(flag in flags for flag in NATIVE_BF16_FLAGS)
 
 
-def preferred_gguf_weights(flags: frozenset[str] | None = None) -> str:
+def preferred_gguf_weights(flags: frozenset[str] | None = None, build_features: frozenset[str] | None = None) -> str:
     """The llama.cpp weight format for this CPU: bf16 with native bf16 (full precision, fast kernels), else q8_0
-    (8-bit, the best-optimised quantized kernels on AVX2 and NEON, decisions closest to bf16 among quantized types)."""
-    return "bf16" if has_native_bf16(flags) else "q8_0"
+    (8-bit, the best-optimised quantized kernels on AVX2 and NEON, decisions closest to bf16 among quantized types).
+    `build_features` (what the llama.cpp library was compiled for, e.g. {"AVX2", "AVX512_BF16"}) vetoes bf16 when the
+    build has no bf16 kernels: a portable AVX2 build on an AVX512-BF16 machine runs q8_0 faster."""
+    native = has_native_bf16(flags)
+    if build_features is not None:
+        native = native and any("BF16" in feature for feature in build_features)
+    return "bf16" if native else "q8_0"

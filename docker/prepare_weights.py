@@ -16,9 +16,14 @@ from backends.models import resolve_model
 
 
 def preset_weights(preset: str | Path) -> dict[str, Path]:
-    """{knob: local directory} for the MT model, the recogniser and (qwen3) the forced aligner of `preset`."""
+    """{knob: local path} for the MT model (and, on llama.cpp, the GGUF file it runs), the recogniser and (qwen3)
+    the forced aligner of `preset`."""
     config = yaml.safe_load(Path(preset).read_text())
     found = {"model": resolve_model(config.get("model", "embedded"))}
+    if config.get("backend") == "llama_cpp":  # the GGUF it runs, re-quantized now if the preset asks for a format
+        from backends.llama_cpp import weights_file
+
+        found["gguf_weights"] = weights_file(config.get("model", "embedded"), config.get("gguf_weights", ""))
     if config.get("asr", "whisper") == "whisper":
         found["asr_model"] = resolve_whisper_model(config.get("asr_model", "embedded"))
     else:

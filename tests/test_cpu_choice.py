@@ -39,3 +39,19 @@ def test_auto_weights_are_accepted_only_as_a_llama_cpp_choice():
         build_config(CascadeConfig, {"backend": "llama_cpp", "gguf_weights": "q3"})
     with pytest.raises(ConfigError, match="gguf_weights applies to backend llama_cpp only"):
         build_config(CascadeConfig, {"backend": "hf", "gguf_weights": "auto"})
+
+
+def test_a_build_without_bf16_kernels_vetoes_bf16():
+    """A portable AVX2 llama.cpp build (the CPU image's) on an AVX512-BF16 machine: q8_0, not emulated bf16."""
+    flags = frozenset({"avx2", "avx512f", "avx512_bf16"})
+    assert preferred_gguf_weights(flags, build_features=frozenset({"AVX", "AVX2", "FMA", "F16C"})) == "q8_0"
+    assert preferred_gguf_weights(flags, build_features=frozenset({"AVX2", "AVX512", "AVX512_BF16"})) == "bf16"
+    assert preferred_gguf_weights(frozenset({"avx2"}), build_features=frozenset({"AVX512_BF16"})) == "q8_0"
+
+
+def test_the_installed_llama_cpp_reports_its_build_features():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from backends.llama_cpp import build_features
+
+    features = build_features()
+    assert features and all(name and name.isupper() and " " not in name for name in features), features

@@ -65,9 +65,11 @@ def run_prepare_weights(*presets: str, **env: str) -> subprocess.CompletedProces
 
 @pytest.mark.real_model
 def test_the_weights_build_step_finds_the_cpu_weights(embedded_model_path):
-    result = run_prepare_weights("eval_configs/alignatt4llm_cpu.yaml")
+    result = run_prepare_weights("eval_configs/alignatt4llm_cpu.yaml", "eval_configs/alignatt4llm_cpu_low.yaml")
     assert result.returncode == 0, result.stderr
     assert "model -> " in result.stdout and "asr_model -> " in result.stdout
+    gguf = next(line for line in result.stdout.splitlines() if "cpu_low.yaml: gguf_weights -> " in line)
+    assert gguf.endswith((".bf16.gguf", ".q8_0.gguf")) and Path(gguf.split(" -> ")[1]).is_file(), gguf
 
 
 def test_the_weights_build_step_names_a_missing_gpu_checkpoint_instead_of_downloading(tmp_path):

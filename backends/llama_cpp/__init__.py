@@ -43,6 +43,27 @@ def gguf_path_for(spec: str) -> Path:
                      f"(use backend: transformers for a Hugging Face directory)")
 
 
+def weights_file(spec: str, weight_type: str = "") -> Path:
+    """The GGUF file a model runs from: `spec`'s own, or its copy re-quantized to `weight_type` (a WEIGHT_TYPES key;
+    "auto": bf16 where this CPU and this llama.cpp build have bf16 kernels, else q8_0), made once into the cache."""
+    from backends.cpu import preferred_gguf_weights
+
+    gguf_path = gguf_path_for(spec)
+    if weight_type == AUTO_WEIGHTS:
+        weight_type = preferred_gguf_weights(build_features=build_features())
+    return requantized_gguf(gguf_path, weight_type) if weight_type else gguf_path
+
+
+def build_features() -> frozenset[str]:
+    """The CPU features this llama.cpp library was compiled for ("AVX2", "AVX512_BF16", ...), from its system info
+    line "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 0 | ..."."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode(errors="replace")
+    pairs = (item.partition("=") for item in info.split("|"))
+    return frozenset(name.split(":")[-1].strip() for name, _, value in pairs if value.strip() == "1")
+
+
 def requantized_path(source: Path, weight_type: str) -> Path:
     """Where the re-quantized copy of `source` lives in the cache: named after the file, plus a digest of its absolute
     path, size and modification time, so two files with one name (or a file replaced in place) never share a copy."""
@@ -104,15 +125,10 @@ class LlamaCppLM:
         re-quantized to that type; empty runs the file as it is."""
         from transformers import AutoTokenizer
 
-        from backends.cpu import preferred_gguf_weights
         from backends.models import resolve_model
 
-        gguf_path = gguf_path_for(spec)
-        if weight_type == AUTO_WEIGHTS:
-            weight_type = preferred_gguf_weights()
-        if weight_type:
-            gguf_path = requantized_gguf(gguf_path, weight_type)
-        return cls(gguf_path, AutoTokenizer.from_pretrained(resolve_model(spec)), n_ctx, n_threads)
+        return cls(weights_file(spec, weight_type), AutoTokenizer.from_pretrained(resolve_model(spec)), n_ctx,
+                   n_threads)
 
     def session(self) -> "LlamaCppSession":
         return LlamaCppSession(self)
