@@ -33,6 +33,10 @@ from agents.systems.config import CascadeConfig
 sys.path.insert(0, str(Path(__file__).parent))
 from cpu import cpu_summary  # noqa: E402
 
+# Environment variables that make a library run a lower instruction set than the CPU has (to measure the AVX2 path
+# on an AVX512 machine; llama.cpp has none: build it without AVX512 instead, docs/cpu_low_latency.md).
+ISA_OVERRIDES = ("CT2_FORCE_CPU_ISA", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+
 FALLBACK_TEXT = [
     "Simultaneous speech translation produces a translation while the speaker is still talking.",
     "A cascade first transcribes the speech and then translates the transcript with a language model.",
@@ -117,6 +121,14 @@ def main() -> None:
 
     translator = CascadeTranslator.from_config(config)
     recognizer = translator.recognizer = TimedRecognizer(translator.recognizer)
+    forced = [f"{name}={os.environ[name]}" for name in ISA_OVERRIDES if name in os.environ]
+    if forced:
+        print(f"instruction sets forced: {' '.join(forced)}")
+    if config.backend == "llama_cpp":
+        from backends.llama_cpp import build_features
+
+        print(f"llama.cpp built for: {' '.join(sorted(build_features()))}; "
+              f"weights: {translator.translator.lm.gguf_path.name}")
     translator.reset()
     step = int(chunk_seconds * rate)
     window_seconds = args.window_minutes * 60.0

@@ -293,6 +293,20 @@ def test_results_accumulate_across_commands_in_one_folder(tmp_path):
     assert paths["plot"].stat().st_size > 0
 
 
+def test_offline_rows_of_several_systems_are_told_apart(tmp_path):
+    """Two presets evaluated with --offline into one folder: each offline row names its system."""
+    from agents.evaluation.report import write_report
+
+    out = tmp_path / "out"
+    for system, bleu in (("alpha", 10.0), ("beta", 20.0)):
+        for spec, scores in ((runs.RunSpec(system, "m:C", runs.SPEECH, "default"), {"LongYAAL (CU)": 1500.0}),
+                             (runs.RunSpec(system, "m:C", runs.OFFLINE, "offline"), {})):
+            spec.directory(out).mkdir(parents=True)
+            Result(spec.to_json(), "set", "de", {"BLEU": bleu, "chrF": 2 * bleu, **scores}).save(spec.directory(out))
+    table = write_report(out, {})["table"].read_text()
+    assert "| en→de | Offline (alpha) | - | 10.00 |" in table and "| en→de | Offline (beta) | - | 20.00 |" in table
+
+
 def test_progress_is_read_from_what_the_harness_has_written(tmp_path):
     segments = ({"wav": "a.wav", "offset": 0.0, "duration": 6.0}, {"wav": "b.wav", "offset": 1.0, "duration": 3.0})
     speech = data.EvalSet("set", "en", "de", ("x", "y"), wav_list=tmp_path / "w.txt", segment_entries=segments)

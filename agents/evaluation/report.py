@@ -82,8 +82,11 @@ def table(results: list[Result]) -> str:
         lines = [f"{kind.capitalize()} (latency in {unit})", "",
                  "| Lang. | System | Reg. | " + " | ".join(c[0] for c in used) + " |",
                  "|---|---|---|" + "---|" * len(used)]
+        offline_systems = {r.run["system"] for r in offline}
         for r in rows + offline:
-            system = "Offline" if r.kind == OFFLINE else r.run["system"]
+            system = r.run["system"]
+            if r.kind == OFFLINE:  # named after its system once several systems left an offline row in the folder
+                system = "Offline" if len(offline_systems) == 1 else f"Offline ({system})"
             regime = "-" if r.kind == OFFLINE else r.run["regime"]
             lines.append(f"| {r.source_lang}→{r.target_lang} | {system} | {regime} | "
                          + " | ".join(_cell(r.value(metric), divisor) for _, metric, divisor in used) + " |")
