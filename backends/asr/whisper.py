@@ -118,8 +118,6 @@ class WhisperRecognizer(SpeechRecognizer):
     cross-attention alignment faster-whisper uses."""
 
     def __init__(self, model, languages: frozenset[str], window: str = "fitted"):
-        if window not in WINDOWS:
-            raise RecognizerError(f"unknown Whisper window {window!r}; choose one of {', '.join(WINDOWS)}")
         self.model = model
         self.languages = languages
         self.window = window
@@ -127,7 +125,7 @@ class WhisperRecognizer(SpeechRecognizer):
     @classmethod
     def load(cls, spec: str = EMBEDDED_WHISPER, device: str = "cpu", threads: int = 0,
              window: str = "fitted") -> "WhisperRecognizer":
-        if window not in WINDOWS:
+        if window not in WINDOWS:  # before the weights load
             raise RecognizerError(f"unknown Whisper window {window!r}; choose one of {', '.join(WINDOWS)}")
         try:
             from faster_whisper import WhisperModel
