@@ -26,7 +26,7 @@ import soundfile
 import eval_configs
 from agents.harness.config import build_config, read_yaml
 from agents.simulstream_cli import parse_overrides
-from agents.synthetic_speech import synthesize_talk
+from agents.synthetic_speech import SAMPLE_RATE, synthesize_talk
 from agents.systems.cascade import CascadeTranslator
 from agents.systems.config import CascadeConfig
 
@@ -89,7 +89,7 @@ class TimedRecognizer:
         began = time.perf_counter()
         words = self.recognizer.transcribe(audio, language)
         self.seconds.append(time.perf_counter() - began)
-        self.audio_seconds.append(len(audio) / 16_000)
+        self.audio_seconds.append(len(audio) / SAMPLE_RATE)
         return words
 
     def __getattr__(self, name):

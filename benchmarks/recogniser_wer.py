@@ -20,7 +20,7 @@ import numpy as np
 import soundfile
 
 from agents.synthetic_speech import SAMPLE_RATE, read_segments
-from backends.asr import load_recognizer
+from backends.asr import WHISPER_WINDOWS, load_recognizer
 from backends.star.evaluate import word_errors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--lang", required=True, help="source language code, e.g. en or cs")
     parser.add_argument("--asr", default="whisper")
     parser.add_argument("--asr-model", default="embedded")
-    parser.add_argument("--windows", nargs="+", default=["fitted"], choices=["fitted", "padded"],
+    parser.add_argument("--windows", nargs="+", default=["fitted"], choices=WHISPER_WINDOWS,
                         help="Whisper encoder windows to compare (whisper only)")
     parser.add_argument("--show", type=int, default=5, help="print this many segments side by side")
     args = parser.parse_args()

@@ -176,12 +176,12 @@ class SpeechCascadeKnobs:
                 "device": self.asr_device, "dtype": self.asr_dtype, "window": self.asr_window}
 
     def validate_speech(self) -> None:
-        from backends.asr import RECOGNIZERS
+        from backends.asr import RECOGNIZERS, WHISPER_WINDOWS
 
         if self.asr not in RECOGNIZERS:
             raise ConfigError(f"asr must be one of {', '.join(RECOGNIZERS)}, got {self.asr!r}")
-        if self.asr_window not in ("fitted", "padded"):
-            raise ConfigError(f"asr_window must be fitted or padded, got {self.asr_window!r}")
+        if self.asr_window not in WHISPER_WINDOWS:
+            raise ConfigError(f"asr_window must be one of {', '.join(WHISPER_WINDOWS)}, got {self.asr_window!r}")
         if self.asr == "qwen3" and not self.aligner_model:
             raise ConfigError("asr: qwen3 needs aligner_model (e.g. a local Qwen3-ForcedAligner-0.6B directory)")
         if self.source_frontier not in ("time", "agreement"):

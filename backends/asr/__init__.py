@@ -5,6 +5,8 @@ from __future__ import annotations
 from backends.asr.base import RecognizerError, SpeechRecognizer, TimedWord
 
 RECOGNIZERS = ("whisper", "qwen3")
+# What Whisper's encoder sees: the speech plus a margin ("fitted") or faster-whisper's 30 s pad ("padded").
+WHISPER_WINDOWS = ("fitted", "padded")
 
 
 def load_recognizer(name: str, model: str = "embedded", aligner: str = "", device: str = "cpu",
@@ -22,4 +24,4 @@ def load_recognizer(name: str, model: str = "embedded", aligner: str = "", devic
     raise RecognizerError(f"unknown ASR backend {name!r}; choose one of {', '.join(RECOGNIZERS)}")
 
 
-__all__ = ["RECOGNIZERS", "RecognizerError", "SpeechRecognizer", "TimedWord", "load_recognizer"]
+__all__ = ["RECOGNIZERS", "WHISPER_WINDOWS", "RecognizerError", "SpeechRecognizer", "TimedWord", "load_recognizer"]

