@@ -85,9 +85,9 @@ class TimedRecognizer:
         self.recognizer = recognizer
         self.seconds, self.audio_seconds = [], []
 
-    def transcribe(self, audio, language):
+    def transcribe(self, audio, language, context=""):
         began = time.perf_counter()
-        words = self.recognizer.transcribe(audio, language)
+        words = self.recognizer.transcribe(audio, language, context)
         self.seconds.append(time.perf_counter() - began)
         self.audio_seconds.append(len(audio) / SAMPLE_RATE)
         return words

@@ -7,6 +7,8 @@ offline, the whole set scored against its transcripts. Says whether a direction'
 WER = (substitutions + deletions + insertions) / reference words, over lower-cased words with punctuation removed.
 With several Whisper `--windows`, each segment goes through every one in turn (side by side in one run): WER, time
 per segment, and how far the word end times of one window move against the first's where both wrote the same words.
+Each WER is given twice: as the recogniser wrote it, and once a looping hypothesis is cut before its second copy
+(`policies.degenerate.first_loop_start`, as the cascade's transcript commit does).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import soundfile
 from agents.synthetic_speech import SAMPLE_RATE, read_segments
 from backends.asr import WHISPER_WINDOWS, load_recognizer
 from backends.star.evaluate import word_errors
+from policies.degenerate import first_loop_start
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu import cpu_summary  # noqa: E402
@@ -52,6 +55,7 @@ def main() -> None:
     windows = args.windows if args.asr == "whisper" else ["fitted"]
     recognizers = {window: load_recognizer(args.asr, args.asr_model, window=window) for window in windows}
     errors = dict.fromkeys(windows, 0)
+    loop_cut_errors = dict.fromkeys(windows, 0)  # after the cascade's loop cut (policies.transcript)
     seconds = dict.fromkeys(windows, 0.0)
     end_shifts: dict[str, list[float]] = {window: [] for window in windows[1:]}
     reference_words, audio_seconds = 0, 0.0
@@ -72,7 +76,10 @@ def main() -> None:
             began = time.perf_counter()
             hypotheses[window] = recognizer.transcribe(audio, args.lang)
             seconds[window] += time.perf_counter() - began
-            errors[window] += word_errors(normalise(" ".join(word.text for word in hypotheses[window])), reference)
+            words = [word.text for word in hypotheses[window]]
+            errors[window] += word_errors(normalise(" ".join(words)), reference)
+            loop = first_loop_start(words, "word")
+            loop_cut_errors[window] += word_errors(normalise(" ".join(words[:loop])), reference)
         first = hypotheses[windows[0]]
         for window in windows[1:]:
             if [word.text for word in hypotheses[window]] == [word.text for word in first]:
@@ -86,7 +93,9 @@ def main() -> None:
     for window in windows:
         label = f"{args.asr} {args.asr_model}" + (f" window={window}" if args.asr == "whisper" else "")
         print(f"WER ({label}, {args.lang}): {100 * errors[window] / max(1, reference_words):.1f}%  "
-              f"{1000 * seconds[window] / len(segments):.0f} ms per segment (RTF {seconds[window] / audio_seconds:.3f})")
+              f"{1000 * seconds[window] / len(segments):.0f} ms per segment "
+              f"(RTF {seconds[window] / audio_seconds:.3f}); "
+              f"{100 * loop_cut_errors[window] / max(1, reference_words):.1f}% once loops are cut as the cascade does")
     for window, shifts in end_shifts.items():
         if shifts:
             print(f"word ends, {window} against {windows[0]}, on {len(shifts)} words of segments both wrote alike: "

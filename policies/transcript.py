@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from agents.core import SourceWord
 from backends.asr.base import TimedWord
+from policies.degenerate import first_loop_start
 from policies.units import primary_language
 
 # Closing quotes and brackets that may follow a sentence end: ASCII, English “…”, German „…“ and ‚…‘, French «…»
@@ -109,59 +110,103 @@ class TranscriptUpdate:
 
 
 class TranscriptStabilizer:
-    """Per-stream commit state: where the tail starts on the absolute time base and the previous hypothesis."""
+    """Per-stream commit state: where the tail starts on the absolute time base, the previous hypothesis, and the
+    frozen words of the live sentence.
 
-    def __init__(self, max_tail_seconds: float = 20.0):
+    With `retranscribe_seconds` R > 0, a tail longer than R is shortened before its sentence ends: the words two
+    hypotheses agree on that ended more than R / 2 before the tail's end are frozen. They stay live words of the
+    sentence being spoken (the translator still reads them; they are committed with their sentence), but their audio
+    is cut, so the recogniser re-transcribes at most about R seconds at each chunk and gets the frozen words as
+    `context` instead (whisper_streaming's prompt of committed text). R = 0 freezes nothing.
+    """
+
+    def __init__(self, max_tail_seconds: float = 20.0, retranscribe_seconds: float = 0.0):
         if not max_tail_seconds > 0:
             raise ValueError(f"max_tail_seconds must be > 0, got {max_tail_seconds}")
+        if retranscribe_seconds < 0:
+            raise ValueError(f"retranscribe_seconds must be >= 0 (0: off), got {retranscribe_seconds}")
         self.max_tail_seconds = max_tail_seconds
+        self.retranscribe_seconds = retranscribe_seconds
         self.reset()
 
     def reset(self) -> None:
         self.tail_start = 0.0
-        self.previous: list[TimedWord] = []
+        self.previous: list[TimedWord] = []  # the last hypothesis after the frozen words, on the tail's time base
+        self.frozen: list[SourceWord] = []  # agreed live words whose audio is cut (absolute end times)
+        self.live_start = 0.0  # where the uncommitted speech begins (== tail_start while nothing is frozen)
+
+    @property
+    def context(self) -> str:
+        """What was said just before the tail audio and is not re-transcribed: the frozen words, as text."""
+        return " ".join(word.text for word in self.frozen)
 
     def update(self, hypothesis: Sequence[TimedWord], tail_seconds: float, final: bool = False) -> TranscriptUpdate:
         """Take the hypothesis of the current tail (times relative to the tail, `tail_seconds` long) and commit.
 
-        Committed: every sentence the previous and current hypotheses agree on, up to its end, once a next word
-        follows it; with `final`, all words (the previous hypothesis' when this one is empty). When the tail is longer
-        than `max_tail_seconds` and nothing could be committed, the words ending before the last half of that span
-        are committed without a sentence end, and when there are none the audio before the first word (at most up to
-        that point) is cut, so the tail cannot grow forever, whether or not anything is said.
+        Committed: every sentence the previous and current hypotheses agree on (frozen words count as agreed), up
+        to its end, once a next word follows it; with `final`, all words (the previous hypothesis' when this one is
+        empty). When the live audio spans more than `max_tail_seconds` and nothing could be committed, the words
+        ending before the last half of that span are committed without a sentence end, and when there are none the
+        audio before the first word (at most up to that point) is cut, so the tail cannot grow forever, whether or
+        not anything is said. Then, with `retranscribe_seconds`, agreed words are frozen as described above.
+
+        A hypothesis that loops (a phrase repeated as `policies.degenerate.loop_start` defines it: recognisers
+        repeat the last phrase when their budget outlasts the speech) is cut before the second copy.
         """
         hypothesis = list(hypothesis)
-        agreed_words = 0
+        loop = first_loop_start([word.text for word in hypothesis], "word")
+        if loop is not None:
+            hypothesis = hypothesis[:loop]
         if final and not hypothesis:
             # The last re-transcription heard nothing (a short or quiet last chunk): the live words still stand.
             hypothesis = list(self.previous)
+        frozen = len(self.frozen)
+        words = [*self.frozen, *(self._absolute(word) for word in hypothesis)]
         cut = 0.0
         if final:
-            commit = agreed_words = len(hypothesis)
+            commit = len(words)
+            agreed_words = len(hypothesis)
         else:
             # A sentence is committed once both hypotheses agree on it and the next word has begun, so the cut lies
             # in the pause between them: a recogniser's end time for the last word it heard is often early, and a
             # cut there leaves a piece of that word ("2027" -> "27") to be transcribed again.
             agreed_words = agreed_prefix_length(self.previous, hypothesis)
-            agreed = min(agreed_words, len(hypothesis) - 1)
-            commit = max((i + 1 for i in range(agreed) if ends_sentence(hypothesis[i].text)), default=0)
-            if commit == 0 and tail_seconds > self.max_tail_seconds:
-                keep_from = tail_seconds - self.max_tail_seconds / 2
-                commit = sum(1 for word in hypothesis if word.end <= keep_from)
+            agreed = min(frozen + agreed_words, len(words) - 1)
+            commit = max((i + 1 for i in range(agreed) if ends_sentence(words[i].text)), default=0)
+            now = self.tail_start + tail_seconds
+            if commit == 0 and now - self.live_start > self.max_tail_seconds:
+                keep_from = now - self.max_tail_seconds / 2  # absolute
+                commit = sum(1 for word in words if word.end_time <= keep_from)
                 if commit == 0:
                     # Nothing was said in the first part of the tail (applause, music, silence): drop that audio up
                     # to the first word heard, so the tail stays bounded even when no word is ever committed.
-                    cut = min([keep_from] + [word.start for word in hypothesis[:1]])
-                    if cut <= 0 and hypothesis:  # a first "word" spanning the whole first part: commit it anyway
+                    cut = max(0.0, min([keep_from - self.tail_start] + [word.start for word in hypothesis[:1]]))
+                    if cut <= 0 and words:  # a first "word" spanning the whole first part: commit it anyway
                         commit = 1
-        committed = [self._absolute(word) for word in hypothesis[:commit]]
+        committed = words[:commit]
+        committed_in_tail = max(0, commit - frozen)  # committed words whose audio is still in the tail
+        if committed_in_tail:
+            cut = self._cut_point(hypothesis, committed_in_tail)
+        rest = hypothesis[committed_in_tail:]
+        agreed_rest = max(0, agreed_words - committed_in_tail)
+        self.frozen = self.frozen[commit:]
         if commit:
-            cut = self._cut_point(hypothesis, commit)
-        self.previous = [TimedWord(w.text, w.start - cut, w.end - cut) for w in hypothesis[commit:]]
+            self.live_start = self.tail_start + cut if committed_in_tail else committed[-1].end_time
+        elif cut:
+            self.live_start = self.tail_start + cut
+        if not final and self.retranscribe_seconds and tail_seconds - cut > self.retranscribe_seconds:
+            freeze_until = tail_seconds - self.retranscribe_seconds / 2
+            agreed = min(agreed_rest, len(rest) - 1)  # never the hypothesis' last word (it may be cut off)
+            freeze = sum(1 for word in rest[:agreed] if word.end <= freeze_until)
+            if freeze:
+                self.frozen += [self._absolute(word) for word in rest[:freeze]]
+                cut = self._cut_point(rest, freeze)
+                rest, agreed_rest = rest[freeze:], agreed_rest - freeze
+        self.previous = [TimedWord(w.text, w.start - cut, w.end - cut) for w in rest]
         self.tail_start += cut
-        live = tuple(self._absolute(word) for word in self.previous)
+        live = (*self.frozen, *(self._absolute(word) for word in self.previous))
         sentences = tuple(tuple(sentence) for sentence in split_sentences(committed))
-        return TranscriptUpdate(sentences, live, cut, max(0, agreed_words - commit))
+        return TranscriptUpdate(sentences, live, cut, len(self.frozen) + agreed_rest)
 
     def _absolute(self, word: TimedWord) -> SourceWord:
         return SourceWord(word.text, self.tail_start + word.end)

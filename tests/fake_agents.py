@@ -176,9 +176,12 @@ class TimelineRecognizer(SpeechRecognizer):
         self.timeline = timeline
         self.period_seconds = period_seconds
         self.calls = 0
+        self.contexts: list[str] = []  # every non-empty `context` it was given
 
-    def transcribe(self, audio, language):
+    def transcribe(self, audio, language, context=""):
         self.calls += 1
+        if context:
+            self.contexts.append(context)
         if len(audio) == 0:
             return []
         start = round(float(audio[0]) * SCALE) / RATE

@@ -60,6 +60,38 @@ def test_fitted_window_transcribes_like_the_padded_one(speech):
     assert max(abs(a.end - b.end) for a, b in zip(fitted, padded)) < 0.2
 
 
+def test_fast_speech_is_decoded_to_its_last_word(whisper):
+    """37 words in 6.4 s (espeak-ng at 320 words per minute, the fastest rate of the synthetic test sets). The fitted
+    path's token budget (8 per second of speech) once passed through CTranslate2's `max_length`, which decodes only
+    half of it: the transcript stopped after 19 words ("... how well"). Both windows must reach the last words."""
+    from agents.synthetic_speech import SynthesisError, speak
+
+    text = ("We trained the model on four tasks at once, and then we measured how well it answered questions about "
+            "tables, how well it wrote short summaries, and how often it translated the names of the cities correctly.")
+    try:
+        speech = speak(text, words_per_minute=320)
+    except SynthesisError as error:
+        pytest.skip(str(error))
+    words = whisper.transcribe(speech, "en")
+    assert len(words) >= 0.8 * len(text.split()), words
+    assert words[-1].text.lower().strip(".") == "correctly", words
+
+
+def test_context_continues_the_sentence_without_transcribing_it_again(whisper):
+    """The cascade's frozen words come back as `context` (Whisper's previous text): the audio after them is
+    transcribed as the sentence's continuation (lower case), and the context itself is not written again."""
+    from agents.synthetic_speech import SynthesisError, speak
+
+    try:
+        speech = speak("three new schools next year, and two new hospitals after that.")
+    except SynthesisError as error:
+        pytest.skip(str(error))
+    words = [w.text.lower().strip(".,") for w in whisper.transcribe(speech, "en", context="The city will build")]
+    assert "schools" in words and "hospitals" in words, words
+    assert not {"city", "build"} & set(words), words
+    assert whisper.transcribe(speech, "en", context="The city will build")[0].text.islower()
+
+
 def test_silence_and_empty_audio_give_no_words(whisper):
     assert whisper.transcribe(np.zeros(3 * 16_000, np.float32), "en") == []
     assert whisper.transcribe(np.zeros(0, np.float32), "en") == []

@@ -219,10 +219,10 @@ def test_fake_asr_live_steps_never_close_a_sentence_the_speaker_has_not_finished
 class WhisperWindowRecognizer(TimelineRecognizer):
     """The scripted recogniser with Whisper's limit: audio longer than 30 s is refused, as the real one does."""
 
-    def transcribe(self, audio, language):
+    def transcribe(self, audio, language, context=""):
         if len(audio) > 30 * RATE:
             raise RuntimeError(f"{len(audio) / RATE:.1f} s of audio is longer than Whisper's 30 s window")
-        return super().transcribe(audio, language)
+        return super().transcribe(audio, language, context)
 
 
 def test_fake_asr_long_non_speech_inside_a_talk_keeps_the_tail_bounded(tiny_lm):
@@ -247,8 +247,8 @@ class SilentAtTheEndRecognizer(TimelineRecognizer):
 
     final = False
 
-    def transcribe(self, audio, language):
-        return [] if self.final else super().transcribe(audio, language)
+    def transcribe(self, audio, language, context=""):
+        return [] if self.final else super().transcribe(audio, language, context)
 
 
 def test_fake_asr_an_empty_last_transcription_still_translates_the_live_words(tiny_lm):
@@ -344,3 +344,28 @@ def test_fake_asr_waitk_peer_counts_only_accessible_words(embedded_model_path):
     assert held_back, "no step had a heard but not yet accessible word holding back a target word"
     translator.flush()
     assert translator.emitted_units
+
+
+def test_fake_asr_frozen_words_shorten_the_audio_but_stay_in_the_sentence(tiny_lm):
+    """retranscribe_seconds=3 on a 9 s sentence: the recogniser never gets much more than 3 s of audio, receives
+    the frozen words as context, and the sentence is still committed and translated whole."""
+    sentence = ("the committee approved the budget for new schools and hospitals in the north of the country "
+                "after a long debate.").split()
+    timeline = [(word, 0.2 + 0.45 * i, 0.2 + 0.45 * (i + 1) - 0.05) for i, word in enumerate(sentence)]
+    config = CascadeConfig(model="unused", border=1, median_width=3, final_max_new_tokens=12, max_new_tokens=6,
+                           min_start_seconds=0.0, retranscribe_seconds=3.0)
+    recognizer = TimelineRecognizer(timeline)
+    translator = CascadeTranslator(recognizer, AlignAttTranslator(tiny_lm, config, HeadSet(((0, 0), (1, 1)))),
+                                   config)
+    audio, step, longest = timeline_audio(9.6), int(0.5 * RATE), 0.0
+    for start in range(0, len(audio), step):
+        translator.feed_audio(audio[start:start + step])
+        longest = max(longest, len(translator.tail) / RATE)
+        assert [w.text for w in translator.live_words] == sentence[: len(translator.live_words)]
+    assert longest <= 3.0 + 0.5 + 0.5  # R, one chunk, and the pause before the cut
+    contexts = recognizer.contexts
+    assert contexts and all(" ".join(sentence).startswith(c) for c in contexts)
+    assert len(contexts[-1].split()) >= 10
+    translator.flush()
+    assert [[w.text for w in s] for s in translator.committed_sentences] == [sentence]
+    assert translator.translator.steps[-1].final and translator.transcript == " ".join(sentence)

@@ -6,6 +6,7 @@ from policies.degenerate import (
     echo_start,
     echo_words,
     final_budget,
+    first_loop_start,
     foreign_script_start,
     line_end,
     loop_start,
@@ -39,6 +40,23 @@ def test_loop_is_cut_after_one_copy(text, kept):
 ])
 def test_real_text_is_no_loop(text):
     assert loop_start(text.split(), "word") is None
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("The first one is generating the personas. The first one is generating the personas. The first one",
+     "The first one is generating the personas."),     # a loop that does not run to the end
+    ("wenn Sie. Sie. Sie. und dann", "wenn Sie."),
+    ("Die Daten, die Daten sind gut", None),
+])
+def test_first_loop_start_finds_a_loop_anywhere(text, kept):
+    units = text.split()
+    start = first_loop_start(units, "word")
+    assert (None if start is None else " ".join(units[:start])) == kept
+
+
+def test_a_loop_followed_by_other_words_is_found_only_by_first_loop_start():
+    units = "wenn Sie. Sie. Sie. und dann".split()
+    assert loop_start(units, "word") is None and first_loop_start(units, "word") == 2
 
 
 def test_chinese_loops_in_characters():

@@ -165,3 +165,92 @@ def test_an_empty_final_hypothesis_commits_the_live_words():
     stabilizer.update(timed("we saw that the"), 3.0)
     update = stabilizer.update([], 3.5, final=True)
     assert [w.text for s in update.committed_sentences for w in s] == ["we", "saw", "that", "the"]
+
+
+def test_agreed_words_far_behind_the_tail_end_are_frozen_and_their_audio_cut():
+    """retranscribe_seconds=4: of a 6 s tail, the words two hypotheses agree on that ended 2 s or more before its
+    end are frozen; they stay live words of the sentence, leave the audio and become the recogniser's context."""
+    stabilizer = TranscriptStabilizer(retranscribe_seconds=4.0)
+    text = "we trained one model on four tasks and then"  # 9 words of 0.6 s, no sentence end
+    first = stabilizer.update(timed(text, step=0.6)[:8], 5.0)
+    assert first.cut_seconds == 0.0 and stabilizer.frozen == []  # nothing agreed yet
+    second = stabilizer.update(timed(text, step=0.6), 6.0)  # ends at 1.2 (...) 4.8, 5.4; freeze up to 4.0 s
+    assert [w.text for w in stabilizer.frozen] == ["we", "trained", "one", "model", "on", "four"]
+    assert second.cut_seconds == pytest.approx(3.6)  # the last frozen word's end (no pause: words abut)
+    assert stabilizer.context == "we trained one model on four"
+    assert [w.text for w in second.live_words] == text.split()
+    assert [w.end_time for w in second.live_words] == pytest.approx([0.6 * (i + 1) for i in range(9)])
+    assert second.agreed_live_words == 8  # the frozen words and "tasks", "and" (the last word is never agreed)
+    # The next chunk's hypothesis covers only the audio after the cut (2.4 s + 1 s): times on the new tail.
+    third = stabilizer.update(timed("tasks and then we", step=0.6) + timed("stopped.", start=2.4, step=0.6), 3.4)
+    assert [w.text for w in third.live_words][-5:] == ["tasks", "and", "then", "we", "stopped."]
+    assert third.live_words[-1].end_time == pytest.approx(3.6 + 3.0)
+    assert third.committed_sentences == ()
+
+
+def test_a_sentence_with_frozen_words_is_committed_whole():
+    stabilizer = TranscriptStabilizer(retranscribe_seconds=4.0)
+    text = "we trained one model on four tasks and then"
+    stabilizer.update(timed(text, step=0.6), 6.0)
+    stabilizer.update(timed(text, step=0.6), 6.0)
+    assert len(stabilizer.frozen) == 6
+    rest = timed("tasks and then stopped. Next", step=0.6)
+    stabilizer.update(rest, 3.2)
+    update = stabilizer.update(rest, 3.2)
+    assert [[w.text for w in s] for s in update.committed_sentences] == [
+        "we trained one model on four tasks and then stopped.".split()]
+    assert stabilizer.frozen == [] and [w.text for w in update.live_words] == ["Next"]
+    assert update.cut_seconds == pytest.approx(2.4)  # after "stopped." on the tail that began at 3.6 s
+    assert stabilizer.tail_start == pytest.approx(6.0) and stabilizer.live_start == pytest.approx(6.0)
+
+
+def test_a_final_update_commits_the_frozen_words_too():
+    stabilizer = TranscriptStabilizer(retranscribe_seconds=4.0)
+    text = "we trained one model on four tasks and then"
+    stabilizer.update(timed(text, step=0.6), 6.0)
+    stabilizer.update(timed(text, step=0.6), 6.0)
+    update = stabilizer.update([], 2.4, final=True)  # the last re-transcription heard nothing
+    assert [w.text for s in update.committed_sentences for w in s] == text.split()
+
+
+def test_the_tail_limit_counts_the_frozen_part_of_a_sentence():
+    """A sentence that never ends: freezing keeps the audio short, and max_tail_seconds still bounds the live
+    sentence by committing the words of its first part."""
+    stabilizer = TranscriptStabilizer(max_tail_seconds=10.0, retranscribe_seconds=4.0)
+    words = [f"w{i}" for i in range(60)]
+    spoken, committed, longest_tail = 0.0, [], 0.0
+    for chunk in range(1, 31):  # 30 s, one word every 0.5 s, 1 s chunks
+        spoken = float(chunk)
+        heard = [TimedWord(w, i * 0.5 - stabilizer.tail_start, (i + 1) * 0.5 - stabilizer.tail_start)
+                 for i, w in enumerate(words[: int(spoken / 0.5)]) if i * 0.5 >= stabilizer.tail_start - 1e-9]
+        update = stabilizer.update(heard, spoken - stabilizer.tail_start)
+        committed += [w.text for s in update.committed_sentences for w in s]
+        longest_tail = max(longest_tail, spoken - stabilizer.tail_start)
+        assert spoken - stabilizer.live_start <= 10.0 + 1.0
+    assert longest_tail <= 4.0 + 1.0
+    assert committed and committed == words[: len(committed)]
+
+
+def test_without_retranscribe_seconds_nothing_is_frozen():
+    stabilizer = TranscriptStabilizer()
+    text = "we trained one model on four tasks and then"
+    for _ in range(3):
+        update = stabilizer.update(timed(text, step=0.6), 6.0)
+    assert stabilizer.frozen == [] and update.cut_seconds == 0.0 and stabilizer.context == ""
+    with pytest.raises(ValueError, match="retranscribe_seconds"):
+        TranscriptStabilizer(retranscribe_seconds=-1.0)
+
+
+def test_a_looping_hypothesis_is_cut_before_the_second_copy():
+    """Whisper base on 1.9 s of espeak-ng: "The second ingredient is the model size." and the same sentence again
+    to the end of its budget. The repeat is no speech: it is dropped, and the real next sentence still commits."""
+    stabilizer = TranscriptStabilizer()
+    looping = timed("The second ingredient is the model size. The second ingredient is the model size.", step=0.2)
+    update = stabilizer.update(looping, 3.0)
+    assert [w.text for w in update.live_words] == "The second ingredient is the model size.".split()
+    update = stabilizer.update(looping + timed("And then", start=3.0), 4.0)
+    assert [w.text for w in update.live_words] == "The second ingredient is the model size.".split()
+    assert stabilizer.update(timed("The second ingredient is the model size. And then", step=0.2), 4.0
+                             ).committed_sentences != ()
+    # A phrase said twice in a row by a person (two words, twice) is no loop.
+    assert len(TranscriptStabilizer().update(timed("thank you, thank you. We start"), 3.0).live_words) == 6

@@ -28,7 +28,7 @@ class CascadeTranslator(SpeechStreamingTranslator):
         self.recognizer = recognizer
         self.translator = translator
         self.config = config
-        self.stabilizer = TranscriptStabilizer(config.max_tail_seconds)
+        self.stabilizer = TranscriptStabilizer(config.max_tail_seconds, config.retranscribe_seconds)
         self.append_only = translator.append_only  # a re-translating text translator makes the cascade retract
         self.reset()
 
@@ -75,7 +75,9 @@ class CascadeTranslator(SpeechStreamingTranslator):
         return self._emit(self._advance(final=True))
 
     def _advance(self, final: bool) -> Emission:
-        hypothesis = self.recognizer.transcribe(self.tail, self.config.source_lang) if len(self.tail) else []
+        hypothesis = []
+        if len(self.tail):
+            hypothesis = self.recognizer.transcribe(self.tail, self.config.source_lang, self.stabilizer.context)
         update = self.stabilizer.update(hypothesis, len(self.tail) / self.SAMPLE_RATE, final=final)
         self.tail = self.tail[int(round(update.cut_seconds * self.SAMPLE_RATE)):]
         self.live_words = update.live_words

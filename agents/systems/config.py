@@ -168,6 +168,9 @@ class SpeechCascadeKnobs:
     min_start_seconds: float = knob(2.0, "no ASR or MT before this much audio has arrived (seconds)")
     max_tail_seconds: float = knob(20.0, "uncommitted audio kept for re-transcription; past this, words are "
                                          "committed without a sentence end so each chunk's cost stays bounded")
+    retranscribe_seconds: float = knob(0.0, "shorten a tail longer than this before its sentence ends: agreed "
+                                            "words that ended more than half of it before now are frozen (kept, "
+                                            "no longer re-transcribed, given to the recogniser as context); 0: off")
 
     def recognizer_options(self) -> dict:
         """The keyword arguments of `backends.asr.load_recognizer` (all that affect loading, so also the key under
@@ -191,6 +194,9 @@ class SpeechCascadeKnobs:
         if not 0 < self.max_tail_seconds <= 28:
             raise ConfigError(f"max_tail_seconds must be in (0, 28] (recognisers see at most 30 s), got "
                               f"{self.max_tail_seconds}")
+        if self.retranscribe_seconds and not 1 <= self.retranscribe_seconds <= self.max_tail_seconds:
+            raise ConfigError(f"retranscribe_seconds must be 0 (off) or between 1 and max_tail_seconds "
+                              f"({self.max_tail_seconds}), got {self.retranscribe_seconds}")
 
 
 @dataclass(frozen=True)

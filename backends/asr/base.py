@@ -28,10 +28,12 @@ class SpeechRecognizer(ABC):
     """Stateless across calls, so one loaded recogniser may serve several streams (threads) at once."""
 
     @abstractmethod
-    def transcribe(self, audio: np.ndarray, language: str) -> list[TimedWord]:
+    def transcribe(self, audio: np.ndarray, language: str, context: str = "") -> list[TimedWord]:
         """Transcribe `audio` (1-D float32 at 16 kHz, at most ~30 s) in `language` (ISO 639-1 code, e.g. "en").
 
-        Words come in order with non-decreasing times within [0, len(audio) / 16000]; empty for silence.
+        Words come in order with non-decreasing times within [0, len(audio) / 16000]; empty for silence. `context`
+        is what was said just before the audio (words the caller has already fixed); a recogniser that can condition
+        on preceding text does, and none transcribes it again.
         """
 
 

@@ -73,7 +73,8 @@ class Qwen3Recognizer(SpeechRecognizer):
             _load_processor(aligner_dir, "forced aligner"),
         )
 
-    def transcribe(self, audio: np.ndarray, language: str) -> list[TimedWord]:
+    def transcribe(self, audio: np.ndarray, language: str, context: str = "") -> list[TimedWord]:
+        """See `SpeechRecognizer.transcribe`. `context` is not used: the audio alone is transcribed."""
         language_name = asr_language_name(language)
         samples = _mono_samples(audio)
         if samples.size == 0 or float(np.max(np.abs(samples))) < SILENCE_PEAK:

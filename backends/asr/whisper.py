@@ -30,6 +30,7 @@ MAX_AUDIO_SECONDS = 30.0  # Whisper's receptive field; longer audio would be sil
 FITTED_WINDOW_MARGIN_SECONDS = 2.0
 FRAMES_PER_SECOND = 100  # log-Mel frames (hop 160 samples at 16 kHz)
 MAX_TOKENS_PER_SECOND = 8  # decoding stops after this many tokens per second of speech (+ a few): no endless loops
+MAX_CONTEXT_CHARACTERS = 200  # of `context` given to the decoder as previous text (whisper_streaming's prompt length)
 VAD_MIN_SILENCE_MS = 500
 SENTENCE_END_MARKS = ".。!！?？"
 PREPEND_PUNCTUATION = "\"'“¿([{-"  # faster-whisper's (and Whisper's) defaults
@@ -106,6 +107,22 @@ def truncate_long_sentence_ends(aligned: list[dict]) -> None:
                 piece["start"] = piece["end"] - longest
 
 
+def generation_max_length(new_tokens: int, prompt_length: int, context_length: int) -> int:
+    """The `max_length` to give CTranslate2's `Whisper.generate` so that it may decode `new_tokens` tokens after a
+    prompt of `prompt_length` tokens. CTranslate2 decodes at most min(max_length / 2, max_length - the prompt's
+    last position) tokens (whisper.cc, after OpenAI Whisper's `sample_len = n_text_ctx // 2`), so `prompt_length +
+    new_tokens` would allow only about half of them; the model's context (448 tokens for Whisper) still bounds it."""
+    return min(context_length, max(2 * new_tokens, prompt_length + new_tokens))
+
+
+def context_words(context: str) -> str:
+    """The end of `context` given to the decoder: at most MAX_CONTEXT_CHARACTERS, whole words."""
+    if len(context) <= MAX_CONTEXT_CHARACTERS:
+        return context.strip()
+    kept = context[-MAX_CONTEXT_CHARACTERS:]
+    return kept.split(" ", 1)[1].strip() if " " in kept else kept.strip()
+
+
 class WhisperRecognizer(SpeechRecognizer):
     """Greedy decoding (no sampling fallback, so runs repeat exactly) with word timestamps, no conditioning on
     earlier text, and Silero VAD (shipped inside faster-whisper) so silence and noise give no words instead of
@@ -142,7 +159,9 @@ class WhisperRecognizer(SpeechRecognizer):
             raise RecognizerError(f"Whisper cannot transcribe language {language!r}; supported: "
                                   f"{', '.join(sorted(self.languages))}")
 
-    def transcribe(self, audio: np.ndarray, language: str) -> list[TimedWord]:
+    def transcribe(self, audio: np.ndarray, language: str, context: str = "") -> list[TimedWord]:
+        """See `SpeechRecognizer.transcribe`; `context` (its last MAX_CONTEXT_CHARACTERS) is the decoder's previous
+        text, as Whisper's `initial_prompt`."""
         self.check_language(language)
         duration = len(audio) / SAMPLE_RATE
         if duration > MAX_AUDIO_SECONDS:
@@ -150,19 +169,24 @@ class WhisperRecognizer(SpeechRecognizer):
         if len(audio) == 0:
             return []
         audio = np.ascontiguousarray(audio, dtype=np.float32)
-        pieces = self._fitted(audio, language) if self.window == "fitted" else self._padded(audio, language)
+        context = context_words(context)
+        if self.window == "fitted":
+            pieces = self._fitted(audio, language, context)
+        else:
+            pieces = self._padded(audio, language, context)
         words = merge_word_pieces(pieces)
         return [TimedWord(w.text, min(max(w.start, 0.0), duration), min(max(w.end, 0.0), duration)) for w in words]
 
-    def _padded(self, audio: np.ndarray, language: str) -> list[tuple[str, float, float]]:
+    def _padded(self, audio: np.ndarray, language: str, context: str) -> list[tuple[str, float, float]]:
         segments, _ = self.model.transcribe(
             audio, language=language, beam_size=1, word_timestamps=True, condition_on_previous_text=False,
+            initial_prompt=context or None,
             vad_filter=True, vad_parameters={"min_silence_duration_ms": VAD_MIN_SILENCE_MS},
             temperature=0.0,  # greedy only: the default fallback samples at higher temperatures (not reproducible)
         )
         return [(word.word, float(word.start), float(word.end)) for segment in segments for word in segment.words]
 
-    def _fitted(self, audio: np.ndarray, language: str) -> list[tuple[str, float, float]]:
+    def _fitted(self, audio: np.ndarray, language: str, context: str) -> list[tuple[str, float, float]]:
         """VAD as the padded path (silences of 500 ms or more removed, times mapped back), one encoder pass over
         the speech plus FITTED_WINDOW_MARGIN_SECONDS, greedy decoding, word times by cross-attention alignment."""
         from faster_whisper.tokenizer import Tokenizer
@@ -183,11 +207,12 @@ class WhisperRecognizer(SpeechRecognizer):
         multilingual = self.model.model.is_multilingual
         tokenizer = Tokenizer(self.model.hf_tokenizer, multilingual, task="transcribe",
                               language=language if multilingual else None)
-        prompt = self.model.get_prompt(tokenizer, [], without_timestamps=True)
+        previous = tokenizer.encode(" " + context) if context else []
+        prompt = self.model.get_prompt(tokenizer, previous, without_timestamps=True)
         budget = MAX_TOKENS_PER_SECOND * content_frames // FRAMES_PER_SECOND + 8
         result = self.model.model.generate(
-            encoded, [prompt], beam_size=1, max_length=min(self.model.max_length, len(prompt) + budget),
-            suppress_blank=True, suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
+            encoded, [prompt], beam_size=1, suppress_blank=True, suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
+            max_length=generation_max_length(budget, len(prompt), self.model.max_length),
         )
         tokens = [token for token in result[0].sequences_ids[0] if token < tokenizer.eot]
         if not tokens:
