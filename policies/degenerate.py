@@ -63,8 +63,8 @@ def loop_start(units: Sequence[str], unit: Unit) -> int | None:
 
 def first_loop_start(units: Sequence[str], unit: Unit) -> int | None:
     """Index where the earliest-ending loop in `units` starts repeating (`loop_start` of the shortest prefix that
-    ends in a loop), or None: a loop need not run to the end ("size. The second ingredient is the model size. The
-    second" is cut after the first "size.")."""
+    ends in a loop), or None: a loop need not run to the end ("The second ingredient is the model size. The second
+    ingredient is the model size. The second" is cut after the first "size.")."""
     for end in range(2, len(units) + 1):
         start = loop_start(units[:end], unit)
         if start is not None:
