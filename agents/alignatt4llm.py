@@ -1,4 +1,4 @@
-"""AlignAtt4LLM agents, one per harness; each harness is imported only when its agent is asked for:
+"""AlignAtt4LLM agents for every harness, each harness imported only when its agent is asked for:
 
     simulstream --agent agents.alignatt4llm:Agent --config eval_configs/alignatt4llm_cpu.yaml ...   (speech cascade)
     simuleval --agent-class agents.alignatt4llm.TextAgent --config eval_configs/alignatt4llm_text_cpu.yaml ...
@@ -7,19 +7,126 @@
 
 with their peers on the same models: `WaitkTextAgent` (wait-k), `LocalAgreementTextAgent` and the speech
 `LocalAgreementAgent` (LocalAgreement-2 ASR + LocalAgreement MT, the IWSLT 2026 baseline's rules) and `WaitkAgent`
-(wait-k on the same cascade).
+(wait-k on the same cascade). Path: this file → agents/systems/{cascade,llm}.py → policies/alignatt.py →
+backends/choice.py (hf/, vllm/, llama_cpp/).
 """
 from __future__ import annotations
 
 from agents.lazy import lazy_agents
 
-AGENT_MODULES = {
-    "Agent": "agents.alignatt4llm_simulstream",
-    "TextAgent": "agents.alignatt4llm_simuleval",
-    "WaitkTextAgent": "agents.alignatt4llm_simuleval",
-    "LocalAgreementAgent": "agents.alignatt4llm_simulstream",
-    "LocalAgreementTextAgent": "agents.alignatt4llm_simuleval",
-    "WaitkAgent": "agents.alignatt4llm_simulstream",
-}
 
-__getattr__, __dir__ = lazy_agents(__name__, AGENT_MODULES, simuleval_agent="TextAgent")
+def simulstream_agents() -> dict[str, type]:
+    """The speech cascade for simulstream (`Agent`, the paper's §3) and its peers on the same cascade."""
+    from agents.harness.simulstream import CascadeSpeechProcessor
+    from agents.systems.config import (
+        CascadeConfig,
+        LocalAgreementCascadeConfig,
+        WaitkCascadeConfig,
+    )
+    from agents.systems.llm import (
+        AlignAttTranslator,
+        LLMTranslator,
+        LocalAgreementTranslator,
+        WaitkTranslator,
+        resolve_heads,
+    )
+    from backends.choice import lm_load
+
+    class Agent(CascadeSpeechProcessor):
+        """The chunk-synchronous cascade of the paper (§3): ASR first, then one AlignAtt MT step, append-only."""
+
+        config_class = CascadeConfig
+        default_preset = "alignatt4llm_cpu"  # eval_configs/alignatt4llm_cpu.yaml: what runs with no --config
+
+        @classmethod
+        def check_config(cls, config: CascadeConfig) -> None:
+            super().check_config(config)
+            cls.capture_heads(config)  # a missing head set for the direction fails here, in milliseconds
+
+        @classmethod
+        def capture_heads(cls, config: CascadeConfig):
+            """The attention heads the LLM must capture for this agent's policy (None: no capture)."""
+            return resolve_heads(config).heads
+
+        @classmethod
+        def segment_translator(cls, config: CascadeConfig, lm) -> LLMTranslator:
+            """The MT policy the cascade runs on each source segment."""
+            return AlignAttTranslator(lm, config, resolve_heads(config))
+
+        @classmethod
+        def segment_model_load(cls, config: CascadeConfig):
+            return lm_load(config.backend, config.model, capture_heads=cls.capture_heads(config),
+                           **config.lm_options())
+
+    class PeerAgent(Agent):
+        """A peer policy on the same cascade (recogniser, transcript commit, LLM and prompt): no attention
+        capture; each segment is translated by `translator_class(lm, config)`."""
+
+        translator_class: type[LLMTranslator]
+
+        @classmethod
+        def capture_heads(cls, config):
+            return None
+
+        @classmethod
+        def segment_translator(cls, config, lm) -> LLMTranslator:
+            return cls.translator_class(lm, config)
+
+    class LocalAgreementAgent(PeerAgent):
+        """The peer on the same recogniser and LLM: whisper_streaming's LocalAgreement-2 commit on the recogniser's
+        words (`source_frontier: agreement`) feeding LocalAgreement over greedy re-translation (the IWSLT 2026
+        baseline's MT rule), chunk-synchronous, append-only."""
+
+        config_class = LocalAgreementCascadeConfig
+        default_preset = "local_agreement_cpu"
+        translator_class = LocalAgreementTranslator
+
+    class WaitkAgent(PeerAgent):
+        """The wait-k peer on the same recogniser, transcript commit and LLM: after k accessible source words, one
+        target word per accessible word (the naive schedule every simultaneous system is compared with)."""
+
+        config_class = WaitkCascadeConfig
+        default_preset = "waitk_cpu"
+        translator_class = WaitkTranslator
+
+    return {"Agent": Agent, "LocalAgreementAgent": LocalAgreementAgent, "WaitkAgent": WaitkAgent}
+
+
+def simuleval_agents() -> dict[str, type]:
+    """SimulEval text-to-text: the gold source word by word, every read word accessible; the peers share the LLM
+    backend and prompt."""
+    from agents.harness.simuleval import StreamingTextAgent
+    from agents.systems.config import AlignAttConfig, LocalAgreementConfig, WaitkConfig
+    from agents.systems.llm import (
+        AlignAttTranslator,
+        LocalAgreementTranslator,
+        WaitkTranslator,
+    )
+
+    class TextAgent(StreamingTextAgent):
+        """AlignAtt policy over a decoder-only LLM (paper §4) for SimulEval text-to-text."""
+
+        config_class, translator_class = AlignAttConfig, AlignAttTranslator
+        default_preset = "alignatt4llm_text_cpu"
+
+    class WaitkTextAgent(StreamingTextAgent):
+        """Wait-k on the same LLM backend and prompt, for comparison."""
+
+        config_class, translator_class = WaitkConfig, WaitkTranslator
+        default_preset = "waitk_text_cpu"
+
+    class LocalAgreementTextAgent(StreamingTextAgent):
+        """LocalAgreement-n over greedy re-translation (the IWSLT 2026 baseline's MT rule) on the same LLM backend
+        and prompt, for comparison."""
+
+        config_class, translator_class = LocalAgreementConfig, LocalAgreementTranslator
+        default_preset = "local_agreement_text_cpu"
+
+    return {"TextAgent": TextAgent, "WaitkTextAgent": WaitkTextAgent,
+            "LocalAgreementTextAgent": LocalAgreementTextAgent}
+
+
+__getattr__, __dir__ = lazy_agents(__name__, {
+    "Agent": simulstream_agents, "LocalAgreementAgent": simulstream_agents, "WaitkAgent": simulstream_agents,
+    "TextAgent": simuleval_agents, "WaitkTextAgent": simuleval_agents, "LocalAgreementTextAgent": simuleval_agents,
+}, simuleval_agent="TextAgent")

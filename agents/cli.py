@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from agents import datasets
 from agents.evaluation import command as evaluation
 from agents.evaluation.runs import EvaluationError
-from agents.harness.config import language_arg
+from common import datasets
+from common.config import language_arg
 
 
 def _print(message: str) -> None:

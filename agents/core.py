@@ -5,40 +5,11 @@ Every system is a `StreamingTranslator`; harness adapters (SimulEval, simulstrea
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
+from common.stream import Emission, SourceWord
 from policies.units import Unit as TargetUnit
 from policies.units import join_units
-
-
-@dataclass(frozen=True)
-class SourceWord:
-    """One source word; `end_time` in seconds on the stream's absolute time base (None for text input)."""
-
-    text: str
-    end_time: float | None = None
-
-
-@dataclass(frozen=True)
-class Emission:
-    """What a translator says after a feed: retract the last `retract_units` emitted units, then append `new_units`.
-
-    Units are words for spacing scripts and characters for CJK targets (`policies.units`).
-    """
-
-    retract_units: int = 0
-    new_units: tuple[str, ...] = ()
-
-    @property
-    def is_empty(self) -> bool:
-        return self.retract_units == 0 and not self.new_units
-
-    def then(self, later: "Emission") -> "Emission":
-        """This emission followed by `later`, as one (`later` may retract into this one's new units)."""
-        overlap = min(later.retract_units, len(self.new_units))
-        return Emission(self.retract_units + later.retract_units - overlap,
-                        self.new_units[: len(self.new_units) - overlap] + tuple(later.new_units))
 
 
 class StreamingTranslator(ABC):
@@ -93,3 +64,21 @@ class SpeechStreamingTranslator(StreamingTranslator):
     def feed(self, words: Sequence[SourceWord]) -> Emission:
         raise TypeError(f"{type(self).__name__} reads audio: call feed_audio(samples)")
 
+
+
+class SegmentTranslator(Protocol):
+    """What the speech cascade drives, one source segment (a committed sentence) at a time: AlignAtt, wait-k,
+    LocalAgreement, SSBD and GPE wait-k all fit it; the cascade does not know which policy it runs."""
+
+    target_unit: TargetUnit
+    append_only: bool
+
+    def reset(self) -> None:
+        """Start a new stream."""
+
+    def revise(self, words: Sequence[SourceWord], now: float | None = None, hold_back: float = 0.0) -> Emission:
+        """The live segment's source is now `words` (its tail may have changed): one step. With `now`, a word is
+        accessible once it ended `hold_back` seconds before it."""
+
+    def finish_segment(self, words: Sequence[SourceWord]) -> Emission:
+        """The segment's source is complete and is `words`: emit the rest of its translation, start the next."""

@@ -29,7 +29,7 @@ TALK = [
 
 def main(output_dir: str = "runs/demo") -> None:
     from agents.simulstream_cli import main as simulstream
-    from agents.synthetic_speech import synthesize_talk, write_segments_yaml
+    from common.synthetic_speech import synthesize_talk, write_segments_yaml
 
     out = Path(output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -21,8 +21,8 @@ from pathlib import Path
 import yaml
 
 import eval_configs
-from agents.harness.audio import AudioError, normalized_wav
-from agents.harness.config import ConfigError, language_arg, read_yaml
+from common.audio import AudioError, normalized_wav, wav_list_paths
+from common.config import ConfigError, language_arg, read_yaml
 
 # What simulstream's scorers need to rebuild the text from our tokens: units carry their leading space.
 DETOKENIZER_DEFAULTS = {"detokenizer_type": "simuleval", "latency_unit": "char"}
@@ -100,13 +100,10 @@ def processor_config(agent: str, config_path: str | None, overrides: list[str]) 
 def prepare_wav_list(wav_list: str, converted_dir: Path) -> list[str]:
     """Resolve the wav list as simulstream does (relative to the list file) and convert files simulstream's reader
     would misread (stereo, int32 or float PCM, other sample rates) to 16 kHz mono int16, keeping each stem."""
-    list_path = Path(wav_list)
-    if not list_path.is_file():
-        raise CommandError(f"wav list {wav_list!r} does not exist (one wav path per line)")
-    entries = [line.strip() for line in list_path.read_text().splitlines() if line.strip()]
-    if not entries:
-        raise CommandError(f"wav list {wav_list!r} is empty")
-    paths = [Path(entry) if Path(entry).is_absolute() else (list_path.parent / entry).resolve() for entry in entries]
+    try:
+        paths = wav_list_paths(wav_list)
+    except (FileNotFoundError, ValueError) as error:
+        raise CommandError(str(error)) from None
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise CommandError(f"wav list {wav_list!r} names missing files: {', '.join(missing[:5])}")

@@ -5,28 +5,58 @@ from __future__ import annotations
 
 from typing import Sequence
 
-BACKENDS = ("hf", "vllm", "llama_cpp")
+from common.weights import WeightLoad
 
 
-def load_lm(backend: str, model: str, *, dtype: str = "float32", device: str = "cpu",
+def _load_hf(model: str, dtype: str, device: str):
+    from backends.hf.lm import CausalLM
+
+    return CausalLM.load(model, dtype=dtype, device=device)
+
+
+def _load_vllm(model: str, dtype: str, device: str, capture_heads: Sequence[tuple[int, int]] | None):
+    """vLLM installs q/k capture when it builds the engine: the heads are part of what is loaded."""
+    try:
+        from backends.vllm.lm import VLLMCausalLM
+    except ImportError as error:
+        raise ImportError(f"backend: vllm needs vLLM ({error}); create its environment with `make vllm-env` and "
+                          f"run from .venv-vllm (docs/vllm.md)") from error
+    return VLLMCausalLM.load(model, dtype=dtype, device=device, capture_heads=capture_heads)
+
+
+def _load_llama_cpp(model: str, gguf_weights: str, n_threads: int, n_ctx: int):
+    from backends.llama_cpp.lm import LlamaCppCausalLM
+
+    return LlamaCppCausalLM.load(model, n_ctx=n_ctx, n_threads=n_threads, weight_type=gguf_weights)
+
+
+# Each runtime's loader; it takes exactly the options that change what it loads.
+RUNTIMES = {"hf": _load_hf, "vllm": _load_vllm, "llama_cpp": _load_llama_cpp}
+BACKENDS = tuple(RUNTIMES)
+# Other names users write for a runtime; the package itself uses only the names of RUNTIMES.
+RUNTIME_ALIASES = {"transformers": "hf"}
+
+
+def runtime_name(name: str) -> str:
+    """The runtime's one name (`transformers` is `hf`); a ValueError naming the choices for an unknown one."""
+    name = RUNTIME_ALIASES.get(name, name)
+    if name not in RUNTIMES:
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    return name
+
+
+def lm_load(backend: str, model: str, *, dtype: str = "float32", device: str = "cpu",
             capture_heads: Sequence[tuple[int, int]] | None = None, gguf_weights: str = "", n_threads: int = 0,
-            n_ctx: int = 2048):
-    """Load `model` on `backend`. vLLM installs q/k capture when it builds the engine, so a capturing translator
-    passes its `capture_heads` here (the transformers and llama.cpp backends capture whatever heads a session asks
+            n_ctx: int = 2048) -> WeightLoad:
+    """The load of `model` on `backend` with only the options that runtime takes, so that the load's key (what
+    streams share) holds exactly them: a transformers model serves every head set, a vLLM engine only the
+    `capture_heads` it was built with (the transformers and llama.cpp backends capture whatever heads a session asks
     for). `gguf_weights`, `n_threads` and `n_ctx` are llama.cpp's (`agents.systems.config.DraftBackendKnob`)."""
-    if backend == "hf":
-        from backends.hf.lm import CausalLM
+    return WeightLoad.taking(RUNTIMES[runtime_name(backend)], model, dtype=dtype, device=device,
+                             capture_heads=tuple(capture_heads) if capture_heads else None,
+                             gguf_weights=gguf_weights, n_threads=n_threads, n_ctx=n_ctx)
 
-        return CausalLM.load(model, dtype=dtype, device=device)
-    if backend == "vllm":
-        try:
-            from backends.vllm.lm import VLLMCausalLM
-        except ImportError as error:
-            raise ImportError(f"backend: vllm needs vLLM ({error}); create its environment with `make vllm-env` and "
-                              f"run from .venv-vllm (docs/vllm.md)") from error
-        return VLLMCausalLM.load(model, dtype=dtype, device=device, capture_heads=capture_heads)
-    if backend == "llama_cpp":
-        from backends.llama_cpp.lm import LlamaCppCausalLM
 
-        return LlamaCppCausalLM.load(model, n_ctx=n_ctx, n_threads=n_threads, weight_type=gguf_weights)
-    raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+def load_lm(backend: str, model: str, **options):
+    """Load `model` on `backend` now (`lm_load`'s options)."""
+    return lm_load(backend, model, **options).load()

@@ -10,11 +10,11 @@ import argparse
 import time
 
 import eval_configs
-from agents.core import SourceWord
-from agents.harness.config import config_from_yaml
 from agents.systems.config import AlignAttConfig
 from agents.systems.llm import AlignAttTranslator, resolve_heads
 from backends.hf.lm import CausalLM
+from common.config import config_from_yaml
+from common.stream import SourceWord
 
 SENTENCES = [
     "Simultaneous speech translation, or SimulST, is the process of translating spoken language into a text in "

@@ -24,11 +24,12 @@ from pathlib import Path
 import soundfile
 
 import eval_configs
-from agents.harness.config import build_config, read_yaml
 from agents.simulstream_cli import parse_overrides
-from agents.synthetic_speech import SAMPLE_RATE, synthesize_talk
 from agents.systems.cascade import CascadeTranslator
 from agents.systems.config import CascadeConfig
+from agents.systems.llm import AlignAttTranslator
+from common.config import build_config, read_yaml
+from common.synthetic_speech import SAMPLE_RATE, synthesize_talk
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cpu import cpu_summary  # noqa: E402
@@ -49,7 +50,7 @@ FALLBACK_TEXT = [
 def talk_sentences(minutes: float) -> list[str]:
     """Enough English sentences for `minutes` of speech at 160 words per minute (MCIF dev when present)."""
     try:
-        from agents.datasets import shared_data_dir
+        from common.datasets import shared_data_dir
 
         sentences = (shared_data_dir() / "mcif_dev" / "en.txt").read_text().splitlines()
     except (OSError, RuntimeError, ValueError):
@@ -119,7 +120,7 @@ def main() -> None:
 
     print(cpu_summary())
 
-    translator = CascadeTranslator.from_config(config)
+    translator = CascadeTranslator.from_config(config, AlignAttTranslator.from_config(config))
     recognizer = translator.recognizer = TimedRecognizer(translator.recognizer)
     forced = [f"{name}={os.environ[name]}" for name in ISA_OVERRIDES if name in os.environ]
     if forced:

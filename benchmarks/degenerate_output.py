@@ -13,11 +13,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.core import SourceWord  # noqa: E402
-from agents.datasets import evenly_spaced, load_mcif, mcif_split, shared_data_dir  # noqa: E402
 from agents.systems.config import AlignAttConfig, WaitkConfig  # noqa: E402
 from agents.systems.llm import AlignAttTranslator, WaitkTranslator  # noqa: E402
 from backends.choice import load_lm  # noqa: E402
+from common.datasets import evenly_spaced, load_mcif, mcif_split, shared_data_dir  # noqa: E402
+from common.stream import SourceWord  # noqa: E402
 
 
 def unguarded_final(translator, budget: int = 256) -> str:

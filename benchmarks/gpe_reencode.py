@@ -12,14 +12,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.core import SourceWord  # noqa: E402
-from agents.harness.config import build_config  # noqa: E402
 from agents.systems.gpe import GPETranslator  # noqa: E402
 from agents.systems.gpe_config import GPEConfig  # noqa: E402
+from common.config import build_config  # noqa: E402
+from common.stream import SourceWord  # noqa: E402
 
 
 def default_sentences(count: int, direction: str) -> list[str]:
-    from agents.datasets import shared_data_dir
+    from common.datasets import shared_data_dir
 
     """The last `count` Europarl lines of the direction's source side."""
     source_lang = direction.split("-")[0]

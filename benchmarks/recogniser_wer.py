@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from agents.synthetic_speech import SAMPLE_RATE, read_segments
 from backends.asr import WHISPER_WINDOWS, load_recognizer
 from backends.star.evaluate import word_errors
+from common.synthetic_speech import SAMPLE_RATE, read_segments
 from policies.degenerate import first_loop_start
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -14,12 +14,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tiny tokenizer of the test fixtures
 
 import torch  # noqa: E402
 from torch.utils import flop_counter  # noqa: E402
 
-from agents.core import SourceWord  # noqa: E402
-from agents.harness.config import build_config  # noqa: E402
+from common.stream import SourceWord  # noqa: E402
+from common.config import build_config  # noqa: E402
 from agents.systems.simulmask import SimulMaskTranslator  # noqa: E402
 from agents.systems.simulmask_config import SimulMaskConfig  # noqa: E402
 
@@ -40,7 +41,7 @@ def random_falcon_lm(shape: str, source_lang: str, target_lang: str, dtype: str 
 
     from backends.simulmask.prompt import simulmask_template
     from backends.streaming_masks.decoder import StreamingLM
-    from backends.tiny import build_tiny_tokenizer
+    from tiny_checkpoints import build_tiny_tokenizer
 
     tokenizer = build_tiny_tokenizer("falcon")
     sizes = {"vocab_size": len(tokenizer), **RANDOM_SHAPES[shape]}
@@ -55,7 +56,7 @@ def random_falcon_lm(shape: str, source_lang: str, target_lang: str, dtype: str 
 
 def default_sentences(count: int, source_lang: str, max_words: int) -> list[str]:
     """The last `count` Europarl lines (of at most `max_words` words) of the source language."""
-    from agents.datasets import shared_data_dir
+    from common.datasets import shared_data_dir
 
     lines = (shared_data_dir() / "europarl_cs_en_small" / f"{source_lang}.txt").read_text().splitlines()
     return [line for line in lines if line.strip() and len(line.split()) <= max_words][-count:]

@@ -14,10 +14,10 @@ import os
 import time
 from pathlib import Path
 
-from agents.core import SourceWord
-from agents.datasets import evenly_spaced, load_mcif, mcif_split, shared_data_dir
 from agents.systems.ssbd import SSBDTranslator, load_ssbd_model
 from agents.systems.ssbd_config import SSBDConfig
+from common.datasets import evenly_spaced, load_mcif, mcif_split, shared_data_dir
+from common.stream import SourceWord
 from policies.ssbd import SSBDStats, predicted_speedup, verification_cost_for
 
 BETAS = (0.0, 0.1, 0.2, 0.3)
@@ -103,7 +103,7 @@ def print_cost_model(rows: list[dict], target: float = 1.5) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=int, default=100)
-    parser.add_argument("--backend", default="llama_cpp", choices=("llama_cpp", "transformers"))
+    parser.add_argument("--backend", default="llama_cpp", choices=("llama_cpp", "hf"))
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--target-lang", default="de")
     parser.add_argument("--step-words", type=int, default=3)

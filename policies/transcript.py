@@ -10,8 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agents.core import SourceWord
-from backends.asr.base import TimedWord
+from common.stream import SourceWord, TimedWord
 from policies.degenerate import first_loop_start
 from policies.units import primary_language
 

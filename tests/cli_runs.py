@@ -15,7 +15,7 @@ def run_cli_on_talk(folder: Path, sentences: list[str], agent: str, preset: str,
     """The records that carry output (`generated_tokens`) and the metrics log, for `sentences` spoken as one talk and
     streamed to `agent` with `eval_configs/PRESET.yaml` and `--set` `settings` ("key=value")."""
     from agents.simulstream_cli import main
-    from agents.synthetic_speech import SynthesisError, synthesize_talk
+    from common.synthetic_speech import SynthesisError, synthesize_talk
 
     try:
         synthesize_talk(sentences, folder / "talk.wav")

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tiny_checkpoints import TINY_ARCHITECTURES, build_tiny_checkpoint
 
 from backends.models import EmbeddedModelUnavailableError, resolve_model
-from backends.tiny import TINY_ARCHITECTURES, build_tiny_checkpoint
 
 
 @pytest.fixture(scope="session")

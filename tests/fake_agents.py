@@ -5,11 +5,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.core import Emission, SpeechStreamingTranslator, StreamingTranslator
-from agents.harness.config import knob
+from agents.core import SpeechStreamingTranslator, StreamingTranslator
 from agents.harness.simuleval import StreamingSpeechAgent, StreamingTextAgent
 from agents.harness.simulstream import StreamingSpeechProcessor
-from backends.asr.base import SpeechRecognizer, TimedWord
+from backends.asr.base import SpeechRecognizer
+from common.config import knob
+from common.stream import Emission, TimedWord
 
 
 @dataclass(frozen=True)
@@ -132,12 +133,8 @@ def fake_speech_processor(config_class, build):
 
     class FakeSpeechProcessor(StreamingSpeechProcessor):
         @classmethod
-        def shared_key(cls, config):
+        def weight_loads(cls, config):
             return ()
-
-        @classmethod
-        def load_shared(cls, config):
-            return None
 
         @classmethod
         def build_translator(cls, config, shared):

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends.asr import RecognizerError, TimedWord, load_recognizer
+from common.stream import TimedWord
+from backends.asr import RecognizerError, load_recognizer
 from backends.asr.qwen3 import asr_language_name, attach_times
-from backends.tiny import build_tiny_qwen3_aligner_checkpoint, build_tiny_qwen3_asr_checkpoint
+from tiny_checkpoints import build_tiny_qwen3_aligner_checkpoint, build_tiny_qwen3_asr_checkpoint
 
 SECONDS = 3.0
 

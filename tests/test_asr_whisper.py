@@ -21,7 +21,7 @@ def whisper(request):
 
 @pytest.fixture(scope="module")
 def speech():
-    from agents.synthetic_speech import SynthesisError, speak
+    from common.synthetic_speech import SynthesisError, speak
 
     try:
         return np.concatenate([np.zeros(8000, np.float32), speak(SENTENCE)])  # 0.5 s of silence first
@@ -64,7 +64,7 @@ def test_fast_speech_is_decoded_to_its_last_word(whisper):
     """37 words in 6.4 s (espeak-ng at 320 words per minute, the fastest rate of the synthetic test sets). The fitted
     path's token budget (8 per second of speech) once passed through CTranslate2's `max_length`, which decodes only
     half of it: the transcript stopped after 19 words ("... how well"). Both windows must reach the last words."""
-    from agents.synthetic_speech import SynthesisError, speak
+    from common.synthetic_speech import SynthesisError, speak
 
     text = ("We trained the model on four tasks at once, and then we measured how well it answered questions about "
             "tables, how well it wrote short summaries, and how often it translated the names of the cities correctly.")
@@ -80,7 +80,7 @@ def test_fast_speech_is_decoded_to_its_last_word(whisper):
 def test_context_continues_the_sentence_without_transcribing_it_again(whisper):
     """The cascade's frozen words come back as `context` (Whisper's previous text): the audio after them is
     transcribed as the sentence's continuation (lower case), and the context itself is not written again."""
-    from agents.synthetic_speech import SynthesisError, speak
+    from common.synthetic_speech import SynthesisError, speak
 
     try:
         speech = speak("three new schools next year, and two new hospitals after that.")

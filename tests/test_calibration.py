@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from agents.datasets import (
+from common.datasets import (
     CALIBRATION_TALKS, AlignedPair, WordAlignment, aligned_pairs_from_records, load_alignments, load_mcif,
     mcif_split, mcif_talks_by_full_index, pairs_in_split,
 )

@@ -8,12 +8,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from agents.core import Emission
-from agents.harness.audio import AudioError
+from common.stream import Emission
+from common.audio import AudioError
 from agents.systems.cascade import CascadeTranslator
 from agents.systems.config import CascadeConfig, LocalAgreementCascadeConfig, WaitkCascadeConfig
 from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, WaitkTranslator
-from backends.asr.base import SpeechRecognizer, TimedWord
+from common.stream import TimedWord
+from backends.asr.base import SpeechRecognizer
 from backends.heads import HeadSet
 from backends.hf.lm import CausalLM
 from backends.hf.prompt import PromptError
@@ -163,7 +164,7 @@ def test_fake_translator_simulstream_char_targets_concatenate():
 
 def test_simulstream_agent_refuses_unknown_keys_and_unsupported_pairs_before_loading():
     from agents.alignatt4llm import Agent
-    from agents.harness.config import ConfigError
+    from common.config import ConfigError
 
     with pytest.raises(ConfigError, match="unknown setting"):
         Agent(SimpleNamespace(speech_chunk_size=1.0, hold_bak=0.2))
@@ -181,7 +182,7 @@ def test_a_harness_may_pass_through_an_unsupported_pair_on_the_way_to_a_supporte
     """simulstream's MessageProcessor (its websocket server and inference runner) sets the target first: from the
     preset's en→de to cs→en it passes en→en, which must not be refused."""
     from agents.alignatt4llm import Agent
-    from agents.harness.config import ConfigError
+    from common.config import ConfigError
 
     pytest.importorskip("simulstream")
     from simulstream.server.message_processor import MessageProcessor

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from agents.cli import main
-from agents.datasets import CALIBRATION_TALKS, load_mcif
 from backends.heads import load_heads
+from common.datasets import CALIBRATION_TALKS, load_mcif
 
 
 def test_prepare_mcif_writes_line_aligned_source_and_target(shared_data, tmp_path, capsys):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agents.harness.config import ConfigError, build_config
 from agents.systems.config import CascadeConfig
 from backends.cpu import cpu_info, has_native_bf16, preferred_gguf_weights
+from common.config import ConfigError, build_config
 
 X86_AVX2 = "processor\t: 0\nmodel name\t: AMD EPYC 7B12\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\n"
 X86_BF16 = "processor\t: 0\nmodel name\t: Intel Xeon\nflags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"

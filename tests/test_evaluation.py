@@ -17,7 +17,7 @@ import yaml
 from agents.cli import main as simulagents
 from agents.evaluation import data, runs
 from agents.evaluation.report import Result
-from agents.synthetic_speech import SAMPLE_RATE
+from common.synthetic_speech import SAMPLE_RATE
 
 BIN = Path(sys.executable).parent
 TESTS = Path(__file__).resolve().parent

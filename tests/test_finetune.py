@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from agents.harness.config import ConfigError
 from backends.finetune.config import FinetuneKnobs, TrainingLoopKnobs
 from backends.finetune.loop import learning_rate_at
-from backends.finetune_gpe.config import FinetuneConfig as GPEFinetuneConfig
-from backends.finetune_simulmask.config import FinetuneConfig as SimulMaskFinetuneConfig
+from backends.finetune_gpe.config import GPEFinetuneConfig
+from backends.finetune_simulmask.config import SimulMaskFinetuneConfig
 from backends.star.config import StarTrainConfig
+from common.config import ConfigError
 
 
 def test_warmup_then_linear_decay_to_zero():

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.core import SourceWord
-from agents.harness.config import ConfigError, build_config
+from common.stream import SourceWord
+from common.config import ConfigError, build_config
 from agents.systems.gpe import GPETranslator
 from agents.systems.gpe_config import GPECascadeConfig, GPEConfig
 from backends.streaming_masks.loading import load_streaming_lm

@@ -7,16 +7,16 @@ import json
 import pytest
 import torch
 
-from agents.harness.config import ConfigError, build_config
+from common.config import ConfigError, build_config
 from backends.finetune_gpe.checkpoint import apply_checkpoint
-from backends.finetune_gpe.config import FinetuneConfig
+from backends.finetune_gpe.config import GPEFinetuneConfig
 from backends.finetune.data import ParallelCorpus
 from backends.finetune_gpe.train import finetune
 from backends.models import load_causal_lm
 from backends.streaming_masks.hf_inputs import collate_streaming
 from backends.streaming_masks.loading import translation_template
 from backends.streaming_masks.segments import segment_example
-from backends.tiny import TINY_CORPUS
+from tiny_checkpoints import TINY_CORPUS
 
 PAIRS = [(TINY_CORPUS[i], TINY_CORPUS[i + 1]) for i in range(0, len(TINY_CORPUS) - 1, 4)]  # en, de
 
@@ -44,7 +44,7 @@ def held_out_loss(model_spec: str, checkpoint=None) -> float:
 @pytest.mark.parametrize("method,learning_rate", [("lora", 1e-2), ("full", 3e-3)])
 def test_loss_falls_and_checkpoint_reloads(tiny_checkpoint, corpus_files, tmp_path, method, learning_rate):
     model = str(tiny_checkpoint("qwen2"))
-    config = build_config(FinetuneConfig, {
+    config = build_config(GPEFinetuneConfig, {
         "model": model, "source_file": str(corpus_files[0]), "target_file": str(corpus_files[1]),
         "source_lang": "en", "target_lang": "de", "output_dir": str(tmp_path / "run"), "held_out": 2, "k": 2,
         "method": method, "learning_rate": learning_rate, "warmup_steps": 2, "batch_size": 4, "max_steps": 30,
@@ -74,8 +74,8 @@ def test_bad_input_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="one target line per source line"):
         ParallelCorpus.read(tmp_path / "a.txt", tmp_path / "b.txt")
     with pytest.raises(ConfigError, match="source_file and target_file are required"):
-        build_config(FinetuneConfig, {})
+        build_config(GPEFinetuneConfig, {})
     with pytest.raises(ConfigError, match="lora or full"):
-        build_config(FinetuneConfig, {"source_file": "a", "target_file": "b", "method": "qlora"})
+        build_config(GPEFinetuneConfig, {"source_file": "a", "target_file": "b", "method": "qlora"})
     with pytest.raises(FileNotFoundError, match="not a GPE fine-tuning checkpoint"):
         apply_checkpoint(None, tmp_path)

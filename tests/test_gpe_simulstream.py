@@ -18,7 +18,7 @@ SENTENCES = ["Good morning everyone.", "Today I will talk about the price of ene
 
 def test_simulstream_runner_with_gpe_cascade(tmp_path, embedded_model_path):
     from agents.simulstream_cli import main
-    from agents.synthetic_speech import SynthesisError, synthesize_talk, write_segments_yaml
+    from common.synthetic_speech import SynthesisError, synthesize_talk, write_segments_yaml
 
     try:
         spoken = {"talk.wav": synthesize_talk(SENTENCES, tmp_path / "talk.wav")}

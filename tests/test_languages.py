@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from agents.harness.config import ConfigError, add_config_args, build_config, config_from_namespace
-from agents.languages import LANGUAGES, LanguageError, language_code, language_name
+from common.config import ConfigError, add_config_args, build_config, config_from_namespace
+from common.languages import LANGUAGES, LanguageError, language_code, language_name
 from agents.systems.config import AlignAttConfig, CascadeConfig, check_language_pair
 
 

@@ -6,8 +6,8 @@ import ctypes
 
 import pytest
 
-from agents.core import SourceWord
-from agents.harness.config import ConfigError
+from common.stream import SourceWord
+from common.config import ConfigError
 from agents.systems.config import AlignAttConfig, WaitkConfig
 from agents.systems.llm import AlignAttTranslator, WaitkTranslator, resolve_heads
 from backends.hf.lm import CausalLM

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from agents.alignatt4llm_simulstream import Agent
+from agents.alignatt4llm import Agent
+from common.weights import WeightLoad
 from agents.systems.cascade import MAX_KEPT_SENTENCES
 from agents.systems.llm import MAX_KEPT_STEPS, AlignAttTranslator
 from backends.heads import HeadSet
@@ -78,12 +79,8 @@ def stand_in_agent_class(recognizer, lm):
             return AlignAttTranslator(lm, config, STAND_IN_HEADS)
 
         @classmethod
-        def shared_key(cls, config):
-            return ("stand-in recogniser", "tiny random qwen2")
-
-        @classmethod
-        def load_shared(cls, config):
-            return recognizer, lm
+        def weight_loads(cls, config):
+            return (WeightLoad.of(lambda: recognizer), WeightLoad.of(lambda: lm))
 
     return StandInModelsAgent
 

@@ -1,5 +1,5 @@
-"""Tests for where weights come from (`backends.models`) and the tiny test checkpoints (`backends.tiny`): round
-trips are bit-identical, windows and KV sharing survive saving, multimodal Gemma checkpoints load as their text
+"""Tests for where weights come from (`backends.models`) and the tiny test checkpoints (tests/tiny_checkpoints.py):
+round trips are bit-identical, windows and KV sharing survive saving, multimodal Gemma checkpoints load as their text
 decoder alone, and bad model specs fail with clear errors."""
 
 from __future__ import annotations
@@ -15,6 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_checkpoints import (
+    TINY_ARCHITECTURES,
+    TINY_CORPUS,
+    TINY_MULTIMODAL_ARCHITECTURES,
+    TINY_SLIDING_WINDOW,
+    build_tiny_model,
+    build_tiny_multimodal_checkpoint,
+    build_tiny_multimodal_model,
+    main,
+)
 from transformers import AutoConfig, AutoTokenizer
 
 from backends import models
@@ -24,16 +34,6 @@ from backends.models import (
     ModelNotFoundError,
     load_causal_lm,
     resolve_model,
-)
-from backends.tiny import (
-    TINY_ARCHITECTURES,
-    TINY_CORPUS,
-    TINY_MULTIMODAL_ARCHITECTURES,
-    TINY_SLIDING_WINDOW,
-    build_tiny_model,
-    build_tiny_multimodal_checkpoint,
-    build_tiny_multimodal_model,
-    main,
 )
 
 PROMPT_TEXT = "In 2024 the cat sat on the mat. Die Katze saß auf der Matte. 猫坐在垫子上。 Il gatto dorme."

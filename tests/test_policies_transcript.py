@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from backends.asr.base import TimedWord, merge_word_pieces
+from backends.asr.base import merge_word_pieces
+from common.stream import TimedWord
 from policies.transcript import (
     TranscriptStabilizer,
     TranscriptUpdate,

@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 
 import eval_configs
-from agents.core import SourceWord
-from agents.harness.config import build_config, read_yaml
+from common.stream import SourceWord
+from common.config import build_config, read_yaml
 from agents.systems.cascade import CascadeTranslator
 from agents.systems.config import CascadeConfig, WaitkConfig
 from agents.systems.llm import AlignAttTranslator, WaitkTranslator, resolve_heads

@@ -110,8 +110,8 @@ def test_simuleval_cli_runs_the_agents_on_real_sentences(tmp_path, agent, config
 
 
 def test_early_stopped_drafts_decide_exactly_like_full_drafts(real_lm):
-    from agents.core import SourceWord
     from agents.systems.llm import AlignAttTranslator
+    from common.stream import SourceWord
 
     config = AlignAttConfig()
     outputs, decode_steps = [], []

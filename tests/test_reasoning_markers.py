@@ -4,12 +4,12 @@ output layer is set so that it writes the marker first (a stand-in for a model t
 import pytest
 import torch
 
-from agents.core import SourceWord
 from agents.systems.config import WaitkConfig
 from agents.systems.llm import WaitkTranslator
 from backends.hf.lm import CausalLM
 from backends.hf.prompt import PromptBuilder
 from backends.models import load_causal_lm
+from common.stream import SourceWord
 
 WORDS = "the committee approved the new budget".split()
 

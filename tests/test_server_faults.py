@@ -270,7 +270,7 @@ class GapTalks:
 def gap_talks(tmp_path_factory) -> GapTalks:
     import soundfile
 
-    from agents.synthetic_speech import SynthesisError, synthesize_talk
+    from common.synthetic_speech import SynthesisError, synthesize_talk
 
     folder = tmp_path_factory.mktemp("gap_talks")
     try:

@@ -7,7 +7,7 @@ import pytest
 from simuleval.agents.actions import ReadAction, WriteAction
 from simuleval.data.segments import TextSegment
 
-from agents.harness.config import ConfigError, config_from_namespace
+from common.config import ConfigError, config_from_namespace
 from agents.harness.simuleval import run_simuleval_cli
 from fake_agents import FakeConfig, FakeUppercaseTextAgent
 from harness_runs import simuleval_text_run
@@ -150,7 +150,7 @@ def test_a_text_agent_without_config_runs_its_embedded_cpu_preset(agent, preset)
     import importlib
 
     import eval_configs
-    from agents.harness.config import add_config_args, build_config, read_yaml
+    from common.config import add_config_args, build_config, read_yaml
     from fake_agents import FakeUppercaseTranslator
 
     module, _, name = agent.rpartition(".")

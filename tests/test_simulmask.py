@@ -22,7 +22,7 @@ from backends.streaming_masks.hf_inputs import IGNORE_INDEX
 from backends.streaming_masks.schedule import waitk_schedule, waitk_units_read
 from backends.streaming_masks.segments import SegmentedExample
 from backends.streaming_masks.visibility import visibility_matrix
-from backends.tiny import build_tiny_tokenizer
+from tiny_checkpoints import build_tiny_tokenizer
 
 # ----- modified ALiBi ---------------------------------------------------------------------------------------------
 

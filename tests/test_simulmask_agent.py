@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.core import SourceWord
-from agents.harness.config import ConfigError, build_config
+from common.stream import SourceWord
+from common.config import ConfigError, build_config
 from agents.systems.simulmask import SimulMaskTranslator
 from agents.systems.simulmask_config import SimulMaskConfig
 from harness_runs import simuleval_text_run

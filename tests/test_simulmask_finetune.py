@@ -6,19 +6,19 @@ import json
 
 import pytest
 import torch
+from tiny_checkpoints import TINY_CORPUS
 
-from agents.core import SourceWord
-from agents.harness.config import ConfigError, build_config
 from agents.systems.simulmask import SimulMaskTranslator
 from agents.systems.simulmask_config import SimulMaskConfig
 from backends.finetune_simulmask.__main__ import main
 from backends.finetune_simulmask.checkpoint import apply_checkpoint
-from backends.finetune_simulmask.config import FinetuneConfig
+from backends.finetune_simulmask.config import SimulMaskFinetuneConfig
 from backends.finetune_simulmask.train import finetune
 from backends.simulmask.loading import load_alibi_lm
 from backends.simulmask.mask import collate_simulmask, simulmask_forward
 from backends.simulmask.prompt import segment_pair, simulmask_template
-from backends.tiny import TINY_CORPUS
+from common.config import ConfigError, build_config
+from common.stream import SourceWord
 
 PAIRS = [(TINY_CORPUS[i], TINY_CORPUS[i + 1]) for i in range(0, len(TINY_CORPUS) - 1, 4)]  # en, de
 
@@ -44,7 +44,7 @@ def pairs_loss(model_spec: str, checkpoint=None) -> float:
 @pytest.mark.parametrize("method,learning_rate", [("lora", 1e-2), ("full", 3e-3)])
 def test_loss_falls_and_checkpoint_reloads(tiny_checkpoint, corpus_files, tmp_path, method, learning_rate):
     model = str(tiny_checkpoint("falcon"))
-    config = build_config(FinetuneConfig, {
+    config = build_config(SimulMaskFinetuneConfig, {
         "model": model, "source_file": str(corpus_files[0]), "target_file": str(corpus_files[1]),
         "source_lang": "en", "target_lang": "de", "output_dir": str(tmp_path / "run"), "held_out": 2, "k": 2,
         "method": method, "learning_rate": learning_rate, "warmup_steps": 2, "batch_size": 4, "accumulation": 1,
@@ -69,6 +69,6 @@ def test_cli_errors(tmp_path, capsys):
         main(["--method", "full"])  # no corpus
     assert "source_file and target_file are required" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="alignment"):
-        build_config(FinetuneConfig, {"source_file": "a", "target_file": "b", "alignment": "query"})
+        build_config(SimulMaskFinetuneConfig, {"source_file": "a", "target_file": "b", "alignment": "query"})
     with pytest.raises(FileNotFoundError, match="not a SimulMask fine-tuning checkpoint"):
         apply_checkpoint(torch.nn.Linear(1, 1), tmp_path)

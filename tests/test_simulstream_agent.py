@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def talks(tmp_path_factory):
-    from agents.synthetic_speech import SynthesisError, synthesize_talk, write_segments_yaml
+    from common.synthetic_speech import SynthesisError, synthesize_talk, write_segments_yaml
 
     folder = tmp_path_factory.mktemp("talks")
     spoken = {}

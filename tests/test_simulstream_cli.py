@@ -11,8 +11,8 @@ import pytest
 import soundfile
 
 import eval_configs
-from agents.harness.audio import AudioError, normalized_wav
-from agents.harness.config import read_yaml
+from common.audio import AudioError, normalized_wav
+from common.config import read_yaml
 from agents.simulstream_cli import CommandError, main, prepare_wav_list, processor_config
 from media import encode_audio, video_without_audio
 
@@ -21,7 +21,7 @@ RATE = 16_000
 
 @pytest.fixture(scope="module")
 def sentence_audio():
-    from agents.synthetic_speech import SynthesisError, speak
+    from common.synthetic_speech import SynthesisError, speak
 
     try:
         return speak("The city will build three new schools next year.")

@@ -8,11 +8,11 @@ import pytest
 import torch
 from transformers.cache_utils import DynamicCache
 
-from agents.core import SourceWord
-from agents.harness.config import ConfigError
 from agents.systems.ssbd import SSBDTranslator, TransformersSSBDModel
 from agents.systems.ssbd_config import SSBDConfig
 from backends.hf.lm import CausalLM
+from common.config import ConfigError
+from common.stream import SourceWord
 
 SENTENCE = "The new plan starts in the year 2025 and it will lower the price of energy for every family".split()
 
@@ -106,7 +106,7 @@ def embedded_lm(embedded_model_path):
 
 @pytest.mark.real_model
 def test_beta_zero_equals_greedy_retranslation_at_every_update_on_transformers(embedded_lm):
-    config = SSBDConfig(backend="transformers", beta=0.0, max_new_tokens=48, final_max_new_tokens=64)
+    config = SSBDConfig(backend="hf", beta=0.0, max_new_tokens=48, final_max_new_tokens=64)
     translator = SSBDTranslator(TransformersSSBDModel(embedded_lm), config)
     run_stream(translator, SENTENCE)
     assert len(translator.updates) == len(SENTENCE) // config.step_words + 1
@@ -156,9 +156,9 @@ def test_beta_zero_equals_retranslation_on_llama_cpp(weight_type):
 
 def test_tiny_model_mask_k_hides_the_tail_but_keeps_it_in_the_draft(tiny_checkpoint):
     lm = CausalLM.load(str(tiny_checkpoint("qwen2")))
-    masked = SSBDTranslator(TransformersSSBDModel(lm), SSBDConfig(backend="transformers", mask_k=2, beta=0.2,
+    masked = SSBDTranslator(TransformersSSBDModel(lm), SSBDConfig(backend="hf", mask_k=2, beta=0.2,
                                                                   max_new_tokens=12, final_max_new_tokens=12))
-    plain = SSBDTranslator(TransformersSSBDModel(lm), SSBDConfig(backend="transformers", mask_k=0, beta=0.2,
+    plain = SSBDTranslator(TransformersSSBDModel(lm), SSBDConfig(backend="hf", mask_k=0, beta=0.2,
                                                                  max_new_tokens=12, final_max_new_tokens=12))
     words = SENTENCE[:9]
     run_stream(masked, words)
@@ -175,7 +175,7 @@ def test_tiny_model_mask_k_hides_the_tail_but_keeps_it_in_the_draft(tiny_checkpo
 
 def test_reset_forgets_the_stream(tiny_checkpoint):
     lm = CausalLM.load(str(tiny_checkpoint("qwen2")))
-    translator = SSBDTranslator(TransformersSSBDModel(lm), SSBDConfig(backend="transformers", max_new_tokens=8,
+    translator = SSBDTranslator(TransformersSSBDModel(lm), SSBDConfig(backend="hf", max_new_tokens=8,
                                                                       final_max_new_tokens=8))
     first = run_stream(translator, SENTENCE[:6])
     translator.reset()
@@ -190,7 +190,7 @@ def test_reset_forgets_the_stream(tiny_checkpoint):
     ({"step_words": 0}, "step_words"),
     ({"backend": "llama_cpp", "model_dtype": "bfloat16"}, "model_dtype applies to the transformers backend"),
     ({"gguf_weights": "q5"}, "gguf_weights must be empty, auto or one of bf16"),
-    ({"backend": "transformers", "gguf_weights": "bf16"}, "with backend llama_cpp"),
+    ({"backend": "hf", "gguf_weights": "bf16"}, "with backend llama_cpp"),
 ])
 def test_bad_configuration_is_refused(values, message):
     with pytest.raises(ConfigError, match=message):
@@ -257,7 +257,7 @@ def test_llama_cpp_backend_needs_a_gguf_file(tmp_path):
 
 
 def test_emission_then_chains_a_revision_into_the_previous_emission():
-    from agents.core import Emission
+    from common.stream import Emission
 
     first = Emission(1, ("a", "b", "c"))
     assert first.then(Emission(2, ("x",))) == Emission(1, ("a", "x"))
@@ -283,7 +283,7 @@ def test_simuleval_text_agent_writes_the_final_retranslation(tmp_path, tiny_chec
                                    "transformers", "--model", model, "--max-new-tokens", "8",
                                    "--final-max-new-tokens", "10")
     translator = SSBDTranslator(TransformersSSBDModel(CausalLM.load(model)), SSBDConfig(
-        backend="transformers", model=model, max_new_tokens=8, final_max_new_tokens=10))
+        backend="hf", model=model, max_new_tokens=8, final_max_new_tokens=10))
     for source, instance in zip(sources, instances):
         translator.reset()
         run_stream(translator, source.split())
@@ -295,8 +295,8 @@ def test_shipped_ssbd_presets_are_valid():
     from simulstream.config import yaml_config
 
     import eval_configs
-    from agents.harness.config import config_from_yaml
     from agents.ssbd import Agent
+    from common.config import config_from_yaml
 
     namespace = yaml_config(str(eval_configs.path("ssbd_cpu")))
     assert namespace.type == "agents.ssbd.Agent" and namespace.speech_chunk_size > 0

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import yaml
 
-from agents.core import Emission, SpeechStreamingTranslator
-from agents.harness.config import knob
+from common.stream import Emission
+from agents.core import SpeechStreamingTranslator
+from common.config import knob
 from cli_runs import run_cli_on_talk
 
 SAMPLE_RATE = 16_000

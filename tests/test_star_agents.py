@@ -11,11 +11,11 @@ import pytest
 import soundfile
 import torch
 
-from agents.harness.config import ConfigError, build_config
 from agents.systems.star import StarConfig, StarTranslator
 from backends.star.checkpoint import save_star
 from backends.star.model import StarModel, StarModelConfig
 from backends.star.text import TargetVocabulary
+from common.config import ConfigError, build_config
 
 SENTENCES = ["the committee has approved the report", "we need a clear answer today"]
 SEGMENT_MS = 40
@@ -36,7 +36,7 @@ def star_checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def wavs(tmp_path_factory):
-    from agents.synthetic_speech import SynthesisError, speak
+    from common.synthetic_speech import SynthesisError, speak
 
     folder = tmp_path_factory.mktemp("speech")
     paths = []

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agents.harness.config import ConfigError, build_config
+from common.config import ConfigError, build_config
 from backends.star.config import StarTrainConfig
 from backends.star.data import read_tsv
 from backends.star.evaluate import word_errors
@@ -18,7 +18,7 @@ TINY = ["--vocab-size", "60", "--dim", "32", "--heads", "2", "--encoder-layers",
 
 @pytest.fixture(scope="module")
 def corpus(shared_data, tmp_path_factory):
-    from agents.synthetic_speech import SynthesisError
+    from common.synthetic_speech import SynthesisError
     from backends.star.corpus import build_corpus
 
     try:

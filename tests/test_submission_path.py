@@ -33,7 +33,7 @@ PROXY_TYPE = "simulstream.server.speech_processors.remote.http_proxy_speech_proc
 
 @pytest.fixture(scope="module")
 def talk(tmp_path_factory):
-    from agents.synthetic_speech import SynthesisError, synthesize_talk, write_segments_yaml
+    from common.synthetic_speech import SynthesisError, synthesize_talk, write_segments_yaml
 
     folder = tmp_path_factory.mktemp("talk")
     try:

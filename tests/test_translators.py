@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import backends.heads
-from agents.core import SourceWord
-from agents.harness.config import ConfigError, build_config
+from common.stream import SourceWord
+from common.config import ConfigError, build_config
 from agents.systems.config import AlignAttConfig, LocalAgreementConfig, WaitkConfig
 from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, WaitkTranslator
 from backends.heads import HeadFileError, HeadSet

@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from agents import datasets
 from agents.evaluation import comet, data, report, runs, scoring
-from agents.harness.config import language_arg
+from common import datasets
+from common.config import language_arg
 
 
 def _print(message: str) -> None:
@@ -126,7 +126,7 @@ def add_synth_set_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def synth_set_command(args: argparse.Namespace) -> int:
-    from agents.synthetic_speech import read_segments, synthesize_long_form
+    from common.synthetic_speech import read_segments, synthesize_long_form
 
     lines = data.read_lines(args.text, "text")
     segments = read_segments(args.segments)

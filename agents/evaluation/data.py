@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents import datasets
-from agents.harness.audio import check_audio_file
-from agents.synthetic_speech import read_segments, synthesize_long_form
+from common import datasets
+from common.audio import check_audio_file, wav_list_paths
+from common.synthetic_speech import read_segments, synthesize_long_form
 
 
 @dataclass(frozen=True)
@@ -74,17 +74,6 @@ def text_set(source: str | Path, reference: str | Path, source_lang: str, target
     if empty:
         raise ValueError(f"source lines {empty[:5]} of {source} are empty; SimulEval cannot stream an empty line")
     return EvalSet(Path(source).stem, source_lang, target_lang, tuple(references), tuple(sources))
-
-
-def wav_list_paths(wav_list: str | Path) -> list[Path]:
-    """The wav list's files, relative paths resolved against the list's directory (as simulstream does)."""
-    wav_list = Path(wav_list)
-    if not wav_list.is_file():
-        raise FileNotFoundError(f"wav list {wav_list} does not exist (one wav path per line)")
-    entries = [line.strip() for line in wav_list.read_text().splitlines() if line.strip()]
-    if not entries:
-        raise ValueError(f"wav list {wav_list} is empty")
-    return [Path(e) if Path(e).is_absolute() else (wav_list.parent / e).resolve() for e in entries]
 
 
 def speech_set(wav_list: str | Path, segments: str | Path, reference: str | Path, source_lang: str,

@@ -7,9 +7,10 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from agents.core import SourceWord, StreamingTranslator
-from agents.harness.config import ConfigError, build_config, language_arg, read_yaml
+from agents.core import StreamingTranslator
 from agents.systems.config import LLMTranslatorConfig, WaitkConfig
+from common.config import ConfigError, build_config, language_arg, read_yaml
+from common.stream import SourceWord
 
 
 def offline_translator(config) -> StreamingTranslator:

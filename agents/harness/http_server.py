@@ -28,7 +28,7 @@ from simulstream.server.speech_processors.remote.http_speech_processor_server im
     SpeechProcessorSessionManager,
 )
 
-from agents.harness.audio import AudioError
+from common.audio import AudioError
 
 LOGGER = logging.getLogger("agents.harness.http_server")
 MAX_SAMPLE_MAGNITUDE = 2.0  # float PCM is in [-1, 1]; a little headroom for resampling overshoot

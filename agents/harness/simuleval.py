@@ -20,9 +20,10 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     ) from error
 
 import eval_configs
-from agents.core import Emission, SourceWord, SpeechStreamingTranslator, StreamingTranslator, join_units
-from agents.harness.audio import StreamResampler
-from agents.harness.config import add_config_args, config_from_namespace
+from common.stream import Emission, SourceWord
+from agents.core import SpeechStreamingTranslator, StreamingTranslator, join_units
+from common.audio import StreamResampler
+from common.config import add_config_args, config_from_namespace
 
 
 @register_quality_scorer("CHRF")
@@ -50,6 +51,7 @@ class _TranslatorAgent:
     """Configuration and translator ownership shared by the text and speech agents."""
 
     config_class: Type = None
+    translator_class: Type = None  # built by its `from_config(config)` unless `build_translator` says otherwise
     default_preset: str | None = None  # the shipped eval_configs/ preset used when no --config is given
 
     def _setup(self, args, translator) -> None:
@@ -65,7 +67,7 @@ class _TranslatorAgent:
 
     @classmethod
     def build_translator(cls, config) -> StreamingTranslator:
-        raise NotImplementedError
+        return cls.translator_class.from_config(config)
 
     def _write(self, emission: Emission, finished: bool):
         if emission.new_units or finished:
@@ -74,7 +76,7 @@ class _TranslatorAgent:
 
 
 class StreamingTextAgent(_TranslatorAgent, TextToTextAgent):
-    """Base SimulEval text agent; subclasses set `config_class` and implement `build_translator(config)`."""
+    """Base SimulEval text agent; subclasses set `config_class` and `translator_class` (or `build_translator`)."""
 
     def __init__(self, args: argparse.Namespace | None = None, translator: StreamingTranslator | None = None):
         self.translator = None

@@ -19,9 +19,11 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError("simulstream is not installed: pip install 'simulagents[speech]' (or `make install`)") from error
 
-from agents.core import Emission, SpeechStreamingTranslator
-from agents.harness.config import ConfigError, build_config, read_yaml
-from agents.languages import LanguageError, language_code
+from agents.core import SpeechStreamingTranslator
+from common.config import ConfigError, build_config, read_yaml
+from common.languages import LanguageError, language_code
+from common.stream import Emission
+from common.weights import WeightCache, WeightLoad
 
 
 def config_values(namespace: Any) -> dict:
@@ -33,7 +35,7 @@ def config_values(namespace: Any) -> dict:
 
 
 class StreamingSpeechProcessor(SpeechProcessor):
-    """Base adapter; subclasses set `config_class` and implement `load_shared` and `build_translator`."""
+    """Base adapter; subclasses set `config_class` and implement `weight_loads` and `build_translator`."""
 
     config_class: ClassVar[type] = None
     default_preset: ClassVar[str | None] = None  # the shipped eval_configs/ preset run when no config is given
@@ -82,30 +84,23 @@ class StreamingSpeechProcessor(SpeechProcessor):
         cls.config_for_languages(config, source_lang or config.source_lang, target_lang or config.target_lang)
 
     @classmethod
-    def shared_key(cls, config) -> tuple:
-        """What identifies the weights `load_shared` loads (processors with equal keys share them)."""
+    def weight_loads(cls, config) -> tuple[WeightLoad, ...]:
+        """The read-only weights a translator for `config` needs, as loader calls (`common.weights`); processors
+        whose calls are equal share what they load."""
         raise NotImplementedError
 
     @classmethod
-    def load_shared(cls, config) -> Any:
-        """Load the weights (read-only, shareable across streams and threads) for `config`."""
+    def build_translator(cls, config, shared: tuple) -> SpeechStreamingTranslator:
+        """The stream's translator over `shared`: the loaded weights, in `weight_loads`' order."""
         raise NotImplementedError
 
     @classmethod
-    def build_translator(cls, config, shared: Any) -> SpeechStreamingTranslator:
-        raise NotImplementedError
-
-    @classmethod
-    def shared(cls, config) -> Any:
+    def shared(cls, config) -> tuple:
         with cls._shared_lock:
             cache = cls.__dict__.get("_shared_weights")
             if cache is None:
-                cache = {}
-                cls._shared_weights = cache
-            key = cls.shared_key(config)
-            if key not in cache:
-                cache[key] = cls.load_shared(config)
-            return cache[key]
+                cache = cls._shared_weights = WeightCache()
+        return cache.get(cls.weight_loads(config))
 
     @classmethod
     def load_model(cls, config: SimpleNamespace) -> None:
@@ -196,3 +191,31 @@ class StreamingSpeechProcessor(SpeechProcessor):
             self.sent_tokens.extend(new)
         return IncrementalOutput(new_tokens=new, new_string="".join(new), deleted_tokens=deleted,
                                  deleted_string="".join(deleted))
+
+
+class CascadeSpeechProcessor(StreamingSpeechProcessor):
+    """The speech cascade (agents.systems.cascade) with a system's segment translator: the recogniser and the
+    translator's model are the shared weights; subclasses say how the model loads and what translates a segment."""
+
+    @classmethod
+    def segment_model_load(cls, config) -> WeightLoad:
+        """The load of the model the segment translator runs on."""
+        raise NotImplementedError
+
+    @classmethod
+    def segment_translator(cls, config, model):
+        """The segment translator (`agents.core.SegmentTranslator`) the cascade runs on each source sentence."""
+        raise NotImplementedError
+
+    @classmethod
+    def weight_loads(cls, config) -> tuple[WeightLoad, ...]:
+        from backends.asr import recognizer_load
+
+        return recognizer_load(**config.recognizer_options()), cls.segment_model_load(config)
+
+    @classmethod
+    def build_translator(cls, config, shared: tuple) -> SpeechStreamingTranslator:
+        from agents.systems.cascade import CascadeTranslator
+
+        recognizer, model = shared
+        return CascadeTranslator.checked(recognizer, cls.segment_translator(config, model), config)

@@ -1,6 +1,6 @@
-"""The AlignAtt4LLM speech cascade (paper §3): each chunk first re-transcribes the live audio tail and commits stable
-sentences, then runs one MT step on the sentence being spoken, where only words that ended at least `hold_back`
-seconds before now are accessible to the AlignAtt policy.
+"""The speech cascade (AlignAtt4LLM paper §3): each chunk first re-transcribes the live audio tail and commits stable
+sentences, then runs one step of a segment translator (AlignAtt, wait-k, LocalAgreement, SSBD, GPE wait-k) on the
+sentence being spoken, where only words that ended at least `hold_back` seconds before now are accessible.
 """
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agents.core import Emission, SourceWord, SpeechStreamingTranslator
-from agents.harness.audio import as_float32_pcm
-from agents.systems.config import CascadeConfig
-from agents.systems.llm import AlignAttTranslator, LLMTranslator
+from agents.core import SegmentTranslator, SpeechStreamingTranslator
+from agents.systems.config import SpeechCascadeKnobs
 from backends.asr import SpeechRecognizer, load_recognizer
+from common.audio import as_float32_pcm
+from common.stream import Emission, SourceWord
 from policies.transcript import TranscriptStabilizer
 
 MAX_KEPT_SENTENCES = 512  # committed source sentences kept per stream for diagnostics: a long talk keeps the latest
@@ -23,7 +23,7 @@ class CascadeTranslator(SpeechStreamingTranslator):
     """ASR with word times -> transcript commit -> a text translator (AlignAtt: append-only; SSBD: retracts within
     the live sentence), chunk-synchronous."""
 
-    def __init__(self, recognizer: SpeechRecognizer, translator: LLMTranslator, config: CascadeConfig):
+    def __init__(self, recognizer: SpeechRecognizer, translator: SegmentTranslator, config: SpeechCascadeKnobs):
         super().__init__(translator.target_unit)
         self.recognizer = recognizer
         self.translator = translator
@@ -33,10 +33,18 @@ class CascadeTranslator(SpeechStreamingTranslator):
         self.reset()
 
     @classmethod
-    def from_config(cls, config: CascadeConfig, recognizer: SpeechRecognizer | None = None,
-                    translator: LLMTranslator | None = None) -> "CascadeTranslator":
-        recognizer = recognizer or load_recognizer(**config.recognizer_options())
-        translator = translator or AlignAttTranslator.from_config(config)
+    def from_config(cls, config: SpeechCascadeKnobs, translator: SegmentTranslator,
+                    recognizer: SpeechRecognizer | None = None) -> "CascadeTranslator":
+        return cls.checked(recognizer or load_recognizer(**config.recognizer_options()), translator, config)
+
+    @classmethod
+    def checked(cls, recognizer: SpeechRecognizer, translator: SegmentTranslator,
+                config: SpeechCascadeKnobs) -> "CascadeTranslator":
+        """The cascade, once the recogniser has accepted the source language (a recogniser that cannot transcribe
+        it says so here, before any audio)."""
+        check_language = getattr(recognizer, "check_language", None)
+        if check_language is not None:
+            check_language(config.source_lang)
         return cls(recognizer, translator, config)
 
     def reset(self) -> None:

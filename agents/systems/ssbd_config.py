@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.harness.config import ConfigError, knob
-from agents.systems.config import LLMTranslatorConfig, SpeechCascadeKnobs
+from agents.systems.config import (
+    DraftBackendKnob,
+    LLMTranslatorConfig,
+    SpeechCascadeKnobs,
+)
 from backends.llama_cpp import AUTO_WEIGHTS, WEIGHT_TYPES
+from common.config import ConfigError, knob, with_default
 
-BACKENDS = ("llama_cpp", "transformers")
+BACKENDS = ("llama_cpp", "hf")  # SSBD verifies drafts on these runtimes (backends.choice names them)
 
 
 @dataclass(frozen=True)
-class SSBDConfig(LLMTranslatorConfig):
-    backend: str = knob("llama_cpp", "runtime: llama_cpp (llama-cpp-python, the paper's runtime; model = 'embedded' "
-                                     "or a .gguf file) or transformers")
+class SSBDConfig(LLMTranslatorConfig, DraftBackendKnob):
+    """SSBD runs on llama_cpp (the paper's runtime; model 'embedded' or a .gguf file) or hf (transformers)."""
+
+    backend: str = with_default(DraftBackendKnob, "backend", "llama_cpp")
     beta: float = knob(0.2, "bias toward the draft token in verification, P' = (1-beta) P + beta delta (paper: 0.2; "
                             "0 = lossless, same output as greedy re-translation)")
     speculative: bool = knob(True, "reuse the previous output as the draft (SSBD); false: plain greedy "
@@ -23,14 +28,8 @@ class SSBDConfig(LLMTranslatorConfig):
                           "stay in the draft); 0 shows everything")
     step_words: int = knob(3, "text input: re-translate every this many new source words (the paper's fixed lag "
                               "w = 3)")
-    max_new_tokens: int = knob(128, "output budget of an intermediate re-translation (tokens)")
-    final_max_new_tokens: int = knob(256, "output budget of the final re-translation once the source is complete")
-    n_threads: int = knob(0, "llama_cpp: CPU threads (0: llama.cpp's default)")
-    n_ctx: int = knob(1024, "llama_cpp: context length (prompt + output) in tokens")
-    gguf_weights: str = knob("", "llama_cpp: run the GGUF re-quantized (once, cached) to bf16, f16, q8_0 or q4_0, "
-                                 "or auto (bf16 where the CPU has native bf16, else q8_0); empty runs the file as "
-                                 "it is. bf16 makes draft verification cheap on CPUs with "
-                                 "AVX512-BF16 (docs/ssbd.md)")
+    max_new_tokens: int = with_default(LLMTranslatorConfig, "max_new_tokens", 128)  # a whole re-translation
+    n_ctx: int = with_default(DraftBackendKnob, "n_ctx", 1024)
 
     def validate(self) -> None:
         super().validate()
@@ -57,8 +56,7 @@ class SSBDConfig(LLMTranslatorConfig):
 class SSBDCascadeConfig(SSBDConfig, SpeechCascadeKnobs):
     """ASR with word times -> transcript commit -> SSBD re-translation of the live sentence at every chunk."""
 
-    mask_k: int = knob(2, "display-only mask-k: hide the last k target units of every intermediate output (they "
-                          "stay in the draft); 0 shows everything")
+    mask_k: int = with_default(SSBDConfig, "mask_k", 2)
 
     def validate(self) -> None:
         super().validate()

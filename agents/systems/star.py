@@ -6,20 +6,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.core import Emission, SpeechStreamingTranslator
-from agents.harness.audio import as_float32_pcm
-from agents.harness.config import ConfigError, knob, language_knob
+from agents.core import SpeechStreamingTranslator
+from common.audio import as_float32_pcm
+from common.config import ConfigError, knob, with_default
+from common.knobs import CheckpointKnob, LanguagePairKnobs
+from common.stream import Emission
+from common.weights import WeightLoad
 
 
 @dataclass(frozen=True)
-class StarConfig:
-    checkpoint: str = knob("", "STAR/CIF checkpoint directory written by `python -m backends.star.train`")
+class StarConfig(LanguagePairKnobs, CheckpointKnob):
     wait_k: int = knob(-1, "anchors read ahead of each target piece (0: decode after the whole stream; -1: the "
                            "checkpoint's training value)")
     max_tokens: int = knob(128, "at most this many target pieces per stream (stops a decoder that never ends)")
     threshold: float = knob(1.0, "beta: accumulated segmenter score that yields an anchor")
-    source_lang: str = language_knob("en", "source language (must match the checkpoint)")
-    target_lang: str = language_knob("en", "target language (must match the checkpoint; en with en: ASR)")
+    target_lang: str = with_default(LanguagePairKnobs, "target_lang", "en")  # the checkpoint's; en with en: ASR
     device: str = knob("cpu", "torch device")
 
     def validate(self) -> None:
@@ -56,7 +57,7 @@ class StarTranslator(SpeechStreamingTranslator):
 
     @classmethod
     def from_config(cls, config: StarConfig) -> "StarTranslator":
-        return cls(*load_star_weights(config))
+        return cls(*star_weights_load(config).load()[:2], config)
 
     def reset(self) -> None:
         super().reset()
@@ -80,9 +81,9 @@ class StarTranslator(SpeechStreamingTranslator):
         return self._emit(Emission(new_units=tuple(word for word, _ in words)))
 
 
-def load_star_weights(config: StarConfig) -> tuple:
-    """(model, vocabulary, config) for StarTranslator; the weights may be shared by many translators."""
+def star_weights_load(config: StarConfig) -> WeightLoad:
+    """The load of (model, vocabulary, model config) for StarTranslator; the weights may be shared by many
+    translators."""
     from backends.star.checkpoint import load_star
 
-    model, vocabulary, _ = load_star(config.checkpoint, config.device)
-    return model, vocabulary, config
+    return WeightLoad.of(load_star, config.checkpoint, config.device)

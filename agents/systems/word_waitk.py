@@ -5,9 +5,11 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Protocol, Sequence
 
-from agents.core import Emission, SourceWord, StreamingTranslator
+from agents.core import StreamingTranslator
 from backends.streaming_masks.schedule import waitk_units_read
+from common.stream import Emission, SourceWord
 from policies.frontier import accessible_word_count
+from policies.waitk import units_read_before
 
 
 class WordDecoder(Protocol):
@@ -75,7 +77,7 @@ class WordWaitkTranslator(StreamingTranslator):
         written: list[str] = []
         while not decoder.finished and (limit is None or decoder.words_written < limit):
             j = decoder.words_written + 1
-            needed = waitk_units_read(self.k, j, available) if finished else self.k + j - 1
+            needed = waitk_units_read(self.k, j, available) if finished else units_read_before(j, self.k)
             if needed > available:
                 break
             self._read_up_to(words, needed)

@@ -3,25 +3,16 @@ of that audio) out. Recognisers hold only weights; every stream's state lives wi
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 
 import numpy as np
+
+from common.stream import TimedWord
 
 SAMPLE_RATE = 16_000
 
 
 class RecognizerError(RuntimeError):
     """A recogniser cannot be built or run (missing weights, unsupported language): the message says the fix."""
-
-
-@dataclass(frozen=True)
-class TimedWord:
-    """One recognised word as written (with its punctuation, no surrounding spaces) and its time span in seconds
-    from the start of the audio passed to `transcribe`."""
-
-    text: str
-    start: float
-    end: float
 
 
 class SpeechRecognizer(ABC):

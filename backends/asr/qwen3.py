@@ -14,7 +14,8 @@ from types import MappingProxyType
 import numpy as np
 import torch
 
-from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer, TimedWord
+from common.stream import TimedWord
+from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer
 from backends.models import DTYPES  # the dtypes every torch backend accepts by name
 
 # ISO 639 code -> the language name Qwen3-ASR was trained with; the prompt forces it as "language <NAME><asr_text>".

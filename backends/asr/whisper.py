@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from backends.asr import WHISPER_WINDOWS
-from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer, TimedWord, merge_word_pieces
+from common.stream import TimedWord
+from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer, merge_word_pieces
 from backends.models import cache_dir, concatenate_parts
 
 EMBEDDED_WHISPER = "embedded"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from agents.harness.config import ConfigError, add_config_args, config_from_namespace
+from common.config import ConfigError, add_config_args, config_from_namespace
 
 
 def run_cli(argv: list[str] | None, prog: str, description: str, config_class: type,

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.harness.config import ConfigError, knob, language_knob
+from common.config import ConfigError, knob, with_default
+from common.knobs import LanguagePairKnobs, ModelKnobs, WaitkKnob
 
 LR_SCHEDULES = ("linear", "inverse_sqrt")
 
 
 @dataclass(frozen=True)
 class TrainingLoopKnobs:
+    output_dir: str = knob("runs/finetune", "where checkpoints and the loss log are written (fine-tuning: also the "
+                                            "held-out split)")
     learning_rate: float = knob(2e-4, "peak learning rate")
     lr_schedule: str = knob("linear", "after the linear warmup: linear (decay to final_lr_fraction x peak at "
                                       "max_steps) or inverse_sqrt (peak * sqrt(warmup_steps / step))")
@@ -34,26 +37,19 @@ class TrainingLoopKnobs:
 
 
 @dataclass(frozen=True)
-class FinetuneKnobs(TrainingLoopKnobs):
-    model: str = knob("embedded", "base weights: a Hugging Face id, a local directory, a .gguf file or 'embedded'")
+class FinetuneKnobs(TrainingLoopKnobs, ModelKnobs, LanguagePairKnobs, WaitkKnob):
     source_file: str = knob("", "source side of the parallel corpus, one sentence per line")
     target_file: str = knob("", "target side, line-aligned with source_file")
-    source_lang: str = language_knob("cs", "source language")
-    target_lang: str = language_knob("en", "target language")
-    output_dir: str = knob("runs/finetune", "where checkpoints, loss log and held-out split are written")
+    source_lang: str = with_default(LanguagePairKnobs, "source_lang", "cs")
+    target_lang: str = with_default(LanguagePairKnobs, "target_lang", "en")
     held_out: int = knob(100, "the last N pairs are held out for evaluation (training pairs are disjoint from them)")
     max_words: int = knob(0, "train only on pairs with at most this many words per side (0: all)")
-    k: int = knob(5, "wait-k lag of the training mask (source words before the first target word)")
     method: str = knob("lora", "lora (peft) or full")
     lora_rank: int = knob(32, "LoRA rank r")
     lora_alpha: int = knob(64, "LoRA alpha")
     lora_dropout: float = knob(0.05, "LoRA dropout")
     weight_decay: float = knob(0.0, "AdamW weight decay")
-    batch_size: int = knob(8, "sentence pairs per forward")
-    log_every: int = knob(5, "append the mean loss to loss.jsonl every N steps")
     accumulation: int = knob(1, "forwards per optimizer step (pairs per step = batch_size x accumulation)")
-    model_dtype: str = knob("float32", "torch dtype of the weights: float32 or bfloat16")
-    model_device: str = knob("cpu", "torch device, e.g. cpu or cuda")
 
     def validate(self) -> None:
         super().validate()

@@ -3,17 +3,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.harness.config import ConfigError, knob
 from backends.finetune.config import FinetuneKnobs
+from common.config import ConfigError, knob, with_default
+from common.knobs import GroupPositionKnob
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "gate_proj", "up_proj", "down_proj",
                 "gate_up_proj")
 
 
 @dataclass(frozen=True)
-class FinetuneConfig(FinetuneKnobs):
-    output_dir: str = knob("runs/gpe_finetune", "where checkpoints, loss log and held-out split are written")
-    phi: int = knob(0, "first position id of the target group (paper: 0)")
+class GPEFinetuneConfig(FinetuneKnobs, GroupPositionKnob):
+    output_dir: str = with_default(FinetuneKnobs, "output_dir", "runs/gpe_finetune")
     streaming: bool = knob(True, "streaming mask and group positions (false: plain causal batch fine-tuning)")
 
     def validate(self) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from backends.finetune.loop import finetune as run_training
 from backends.finetune.recipe import Recipe
 from backends.finetune_gpe.checkpoint import CHECKPOINTS
-from backends.finetune_gpe.config import LORA_TARGETS, FinetuneConfig
+from backends.finetune_gpe.config import LORA_TARGETS, GPEFinetuneConfig
 from backends.streaming_masks.hf_inputs import collate_streaming
 from backends.streaming_masks.loading import attention_implementation, translation_template
 from backends.streaming_masks.segments import segment_example
@@ -17,7 +17,7 @@ class GPERecipe(Recipe):
     checkpoints = CHECKPOINTS
     lora_targets = LORA_TARGETS
 
-    def load(self, config: FinetuneConfig):
+    def load(self, config: GPEFinetuneConfig):
         from backends.models import load_causal_lm
 
         model, tokenizer = load_causal_lm(config.model, dtype=config.model_dtype, device=config.model_device,
@@ -26,16 +26,16 @@ class GPERecipe(Recipe):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         return model, tokenizer
 
-    def batch_loss(self, model, tokenizer, sources, targets, config: FinetuneConfig):
+    def batch_loss(self, model, tokenizer, sources, targets, config: GPEFinetuneConfig):
         examples = [segment_example(tokenizer, self.template, source, target)
                     for source, target in zip(sources, targets)]
         batch = collate_streaming(examples, config.k, config.phi, self.pad_id, model.dtype, config.streaming)
         return model(**batch.to(config.model_device).model_inputs()).loss
 
-    def metadata(self, config: FinetuneConfig) -> dict:
+    def metadata(self, config: GPEFinetuneConfig) -> dict:
         return {"k": config.k, "phi": config.phi, "streaming": config.streaming, "source_lang": config.source_lang,
                 "target_lang": config.target_lang}
 
 
-def finetune(config: FinetuneConfig, log=print) -> Path:
+def finetune(config: GPEFinetuneConfig, log=print) -> Path:
     return run_training(config, GPERecipe(), log)

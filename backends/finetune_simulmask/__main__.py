@@ -4,14 +4,15 @@ from __future__ import annotations
 import sys
 
 from backends.finetune.cli import run_cli
-from backends.finetune_simulmask.config import FinetuneConfig
+from backends.finetune_simulmask.config import SimulMaskFinetuneConfig
 
 
 def main(argv: list[str] | None = None) -> int:
     from backends.finetune_simulmask.train import finetune
 
     return run_cli(argv, "python -m backends.finetune_simulmask",
-                   "Fine-tune an ALiBi LLM (Falcon, Bloom) with SimulMask for wait-k.", FinetuneConfig, finetune)
+                   "Fine-tune an ALiBi LLM (Falcon, Bloom) with SimulMask for wait-k.", SimulMaskFinetuneConfig,
+                   finetune)
 
 
 if __name__ == "__main__":

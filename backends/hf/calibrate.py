@@ -21,8 +21,8 @@ from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt
 from backends.hf.replay import replay_attention
 
 if TYPE_CHECKING:  # only for annotations: calibration reads the pairs' fields, it does not load data
-    from agents.datasets import AlignedPair
     from backends.hf.lm import CausalLM
+    from common.datasets import AlignedPair
 
 SCORE_NAME = "translation_score_argmax"
 # Quote marks the aligner sometimes attaches to a word that the text renders differently (or CSV-doubles).

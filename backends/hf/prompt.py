@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from agents import languages
+from common import languages
 
 SYSTEM_TEMPLATE = (
     "You are a professional simultaneous interpreter. You translate {source} into fluent {target}. "

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from backends.streaming_masks.hf_inputs import IGNORE_INDEX, target_labels
+from backends.streaming_masks.hf_inputs import causal_visibility, padded_batch
 from backends.streaming_masks.schedule import waitk_schedule
 from backends.streaming_masks.segments import SegmentedExample
 from backends.streaming_masks.visibility import visibility_matrix
@@ -59,18 +59,9 @@ def collate_simulmask(examples: Sequence[SegmentedExample], k: int, pad_token_id
     """Right-padded batch: the wait-k SimulMask (or, with `simulmask` off, the plain causal mask of causal
     fine-tuning); pad rows see only themselves, pad columns are hidden, loss on target words and EOS only (the
     reference's completion-only collator scores " {tgt}<eos>" too)."""
-    length = max(len(e.token_ids) for e in examples)
-    batch = len(examples)
-    input_ids = np.full((batch, length), pad_token_id, dtype=np.int64)
-    labels = np.full((batch, length), IGNORE_INDEX, dtype=np.int64)
-    visible = np.zeros((batch, length, length), dtype=bool)
-    visible[:, np.arange(length), np.arange(length)] = True
-    for row, example in enumerate(examples):
-        size = len(example.token_ids)
-        input_ids[row, :size] = example.token_ids
-        labels[row, :size] = target_labels(example)
-        visible[row, :size, :size] = (waitk_simulmask(example, k, alignment) if simulmask
-                                      else np.tril(np.ones((size, size), dtype=bool)))
+    input_ids, labels, visible = padded_batch(
+        examples, pad_token_id,
+        (lambda example: waitk_simulmask(example, k, alignment)) if simulmask else causal_visibility)
     return SimulMaskBatch(torch.from_numpy(input_ids), torch.from_numpy(visible), torch.from_numpy(labels))
 
 

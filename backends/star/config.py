@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.harness.config import ConfigError, knob, language_knob
 from backends.finetune.config import TrainingLoopKnobs
 from backends.star.model import COMPRESSORS
+from common.config import ConfigError, knob, with_default
+from common.knobs import LanguagePairKnobs
 
 
 @dataclass(frozen=True)
-class StarTrainConfig(TrainingLoopKnobs):
+class StarTrainConfig(TrainingLoopKnobs, LanguagePairKnobs):
     train_tsv: str = knob("", "training utterances: 'wav path<TAB>transcript' per line")
     dev_tsv: str = knob("", "optional development utterances (loss logged at every save)")
-    output_dir: str = knob("runs/star/model", "checkpoint directory (star_config.json, model.safetensors, "
-                                              "tokenizer.json)")
-    source_lang: str = language_knob("en", "language of the speech (recorded in the checkpoint; the agents check it)")
-    target_lang: str = language_knob("en", "language of the transcripts or translations (en with en: ASR)")
+    output_dir: str = with_default(TrainingLoopKnobs, "output_dir", "runs/star/model")  # star_config.json, weights
+    target_lang: str = with_default(LanguagePairKnobs, "target_lang", "en")  # en with en: ASR; in the checkpoint
     compressor: str = knob("star", "star (anchors + segmenter bias in cross-attention) or cif (integrate-and-fire)")
     vocab_size: int = knob(500, "BPE pieces learnt from the training transcripts")
     dim: int = knob(192, "model width")
@@ -29,13 +28,13 @@ class StarTrainConfig(TrainingLoopKnobs):
     ctc_weight: float = knob(0.0, "weight of an auxiliary CTC loss on the acoustic encoder (0: the paper's loss; "
                                   "helps a from-scratch encoder align on CPU budgets)")
     segmenter_steps: int = knob(0, "train the segmenter only for the first N steps, then freeze it (0: always)")
-    batch_size: int = knob(16, "utterances per step")
-    learning_rate: float = knob(1e-3, "peak AdamW learning rate")
-    final_lr_fraction: float = knob(0.1, "linear schedule: the learning rate at max_steps, as a fraction of the peak")
-    warmup_steps: int = knob(300, "linear warmup steps")
-    max_steps: int = knob(4000, "optimizer steps")
-    save_every: int = knob(500, "save a checkpoint every N steps (and at the end)")
-    log_every: int = knob(25, "append mean losses to train_log.jsonl every N steps")
+    batch_size: int = with_default(TrainingLoopKnobs, "batch_size", 16)  # utterances
+    learning_rate: float = with_default(TrainingLoopKnobs, "learning_rate", 1e-3)
+    final_lr_fraction: float = with_default(TrainingLoopKnobs, "final_lr_fraction", 0.1)
+    warmup_steps: int = with_default(TrainingLoopKnobs, "warmup_steps", 300)
+    max_steps: int = with_default(TrainingLoopKnobs, "max_steps", 4000)
+    save_every: int = with_default(TrainingLoopKnobs, "save_every", 500)
+    log_every: int = with_default(TrainingLoopKnobs, "log_every", 25)
 
     def validate(self) -> None:
         super().validate()

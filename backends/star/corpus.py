@@ -11,9 +11,9 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from agents.datasets import shared_data_dir
-from agents.synthetic_speech import SAMPLE_RATE, speak
 from backends.star.text import normalize_transcript
+from common.datasets import shared_data_dir
+from common.synthetic_speech import SAMPLE_RATE, speak
 
 VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-029", "en-gb-x-rp")
 VARIANTS = ("", "+m1", "+m3", "+f2", "+f3")

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agents.harness.audio import read_wav_info
 from backends.star.features import SAMPLE_RATE, log_mel
 from backends.star.model import Batch
 from backends.star.text import TargetVocabulary
+from common.audio import read_wav_info
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from backends.star.layers import Block, KVCache, sinusoids
+from policies.waitk import units_read_before
 
 
 def visible_anchor_counts(target_positions: torch.Tensor, anchor_counts: torch.Tensor, wait_k: int) -> torch.Tensor:
@@ -17,7 +18,9 @@ def visible_anchor_counts(target_positions: torch.Tensor, anchor_counts: torch.T
     counts = anchor_counts.unsqueeze(1).expand(-1, target_positions.shape[0])
     if wait_k <= 0:
         return counts
-    return torch.minimum(target_positions.unsqueeze(0) + wait_k, counts)
+    # g(p + 1) = p + k anchors (policies.waitk), p + 1 being the 1-based index of the token predicted
+    first = units_read_before(1, wait_k)
+    return torch.minimum(target_positions.unsqueeze(0) + first, counts)
 
 
 def cross_attention_mask(visible: torch.Tensor, memory_length: int, bias: torch.Tensor | None) -> torch.Tensor:

@@ -16,6 +16,7 @@ from backends.star.features import HOP, WINDOW, frame_count, log_mel
 from backends.star.layers import KVCache
 from backends.star.model import StarModel
 from policies.integrate_fire import IntegrateAndFire
+from policies.waitk import units_read_before
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ class StreamingRecognizer:
         available = len(self.anchor_times_ms)
         while available and not self.done:
             index = len(self.tokens) + 1  # 1-based index of the token to write
-            needed = index + self.wait_k - 1 if self.wait_k else None
+            needed = units_read_before(index, self.wait_k) if self.wait_k else None
             if needed is None or needed > available:
                 if not self.finished:
                     break

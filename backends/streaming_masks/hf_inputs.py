@@ -4,7 +4,7 @@ additive float attention masks built from a visibility matrix, and a padded trai
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -60,16 +60,13 @@ class StreamingBatch:
                 "position_ids": self.position_ids, "labels": self.labels}
 
 
-def collate_streaming(examples: Sequence[SegmentedExample], k: int, phi: int, pad_token_id: int,
-                      dtype: torch.dtype = torch.float32, streaming: bool = True) -> StreamingBatch:
-    """Right-padded batch. `streaming`: the wait-k visibility and group positions; otherwise the plain causal
-    mask and contiguous positions (batch fine-tuning, for comparison). Pad rows see only themselves, pad columns
-    are hidden, pad labels are ignored. The mask is always 4D: transformers would otherwise read a position-id
-    reset as a packed-sequence boundary."""
+def padded_batch(examples: Sequence[SegmentedExample], pad_token_id: int,
+                 visibility: Callable[[SegmentedExample], np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Right-padded token ids, labels (target words and EOS; pads ignored) and [batch, L, L] visibility with each
+    example's `visibility(example)` in its top-left corner: pad rows see only themselves, pad columns are hidden."""
     length = max(len(e.token_ids) for e in examples)
     batch = len(examples)
     input_ids = np.full((batch, length), pad_token_id, dtype=np.int64)
-    position_ids = np.zeros((batch, length), dtype=np.int64)
     labels = np.full((batch, length), IGNORE_INDEX, dtype=np.int64)
     visible = np.zeros((batch, length, length), dtype=bool)
     visible[:, np.arange(length), np.arange(length)] = True
@@ -77,12 +74,28 @@ def collate_streaming(examples: Sequence[SegmentedExample], k: int, phi: int, pa
         size = len(example.token_ids)
         input_ids[row, :size] = example.token_ids
         labels[row, :size] = target_labels(example)
-        if streaming:
-            position_ids[row, :size] = group_position_ids(example.source_unit, phi)
-            visible[row, :size, :size] = example_visibility(example, k)
-        else:
-            position_ids[row, :size] = np.arange(size)
-            visible[row, :size, :size] = np.tril(np.ones((size, size), dtype=bool))
+        visible[row, :size, :size] = visibility(example)
+    return input_ids, labels, visible
+
+
+def causal_visibility(example: SegmentedExample) -> np.ndarray:
+    """The plain causal mask of batch fine-tuning."""
+    size = len(example.token_ids)
+    return np.tril(np.ones((size, size), dtype=bool))
+
+
+def collate_streaming(examples: Sequence[SegmentedExample], k: int, phi: int, pad_token_id: int,
+                      dtype: torch.dtype = torch.float32, streaming: bool = True) -> StreamingBatch:
+    """Right-padded batch. `streaming`: the wait-k visibility and group positions; otherwise the plain causal
+    mask and contiguous positions (batch fine-tuning, for comparison). Pad rows see only themselves, pad columns
+    are hidden, pad labels are ignored. The mask is always 4D: transformers would otherwise read a position-id
+    reset as a packed-sequence boundary."""
+    input_ids, labels, visible = padded_batch(
+        examples, pad_token_id, (lambda example: example_visibility(example, k)) if streaming else causal_visibility)
+    position_ids = np.zeros(input_ids.shape, dtype=np.int64)
+    for row, example in enumerate(examples):
+        size = len(example.token_ids)
+        position_ids[row, :size] = group_position_ids(example.source_unit, phi) if streaming else np.arange(size)
     return StreamingBatch(
         input_ids=torch.from_numpy(input_ids),
         attention_mask=additive_mask(visible[:, None], dtype),

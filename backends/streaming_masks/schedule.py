@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from policies.waitk import units_read_before
+
 
 def waitk_units_read(k: int, target_word: int, source_units: int) -> int:
     """Source units read when target word `target_word` is generated under word-level wait-k.
@@ -18,11 +20,9 @@ def waitk_units_read(k: int, target_word: int, source_units: int) -> int:
 
     so word 1 is written after k units, each later word after one more, and the end marker is read as unit n + 1.
     """
-    if k < 1:
-        raise ValueError(f"wait-k lag k must be >= 1, got {k}")
     if target_word < 0 or source_units < 1:
         raise ValueError(f"need target_word >= 0 and source_units >= 1, got {target_word} and {source_units}")
-    return min(k + max(target_word, 1) - 1, source_units)
+    return min(units_read_before(max(target_word, 1), k), source_units)
 
 
 def waitk_schedule(k: int, source_units: int, target_words: int) -> np.ndarray:

@@ -3,8 +3,7 @@ skips itself (pytest.importorskip), and nothing here imports vLLM."""
 from __future__ import annotations
 
 import pytest
-
-from backends.tiny import build_tiny_vllm_checkpoint
+from tiny_checkpoints import build_tiny_vllm_checkpoint
 
 
 @pytest.fixture(scope="session")

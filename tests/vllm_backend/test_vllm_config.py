@@ -4,12 +4,12 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed here; these tests run in .venv-vllm (make vllm-env)")
 
-from agents.core import SourceWord  # noqa: E402
-from agents.harness.config import ConfigError  # noqa: E402
 from agents.systems.config import AlignAttConfig, WaitkConfig  # noqa: E402
 from agents.systems.llm import AlignAttTranslator, WaitkTranslator  # noqa: E402
 from backends.heads import HeadSet, save_heads  # noqa: E402
 from backends.vllm.lm import VLLMCausalLM  # noqa: E402
+from common.config import ConfigError  # noqa: E402
+from common.stream import SourceWord  # noqa: E402
 
 WORDS = "the committee approved the new budget for schools and hospitals after a long debate".split()
 

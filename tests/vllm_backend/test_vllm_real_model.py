@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed here; these tests run in .venv-vllm (make vllm-env)")
 
-from agents.core import SourceWord  # noqa: E402
+from common.stream import SourceWord  # noqa: E402
 from agents.systems.config import AlignAttConfig  # noqa: E402
 from agents.systems.llm import AlignAttTranslator, resolve_heads  # noqa: E402
 from backends.hf.lm import CausalLM  # noqa: E402

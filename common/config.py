@@ -12,7 +12,7 @@ from typing import Any, Type, TypeVar
 
 import yaml
 
-from agents.languages import LanguageError, language_code
+from common.languages import LanguageError, language_code
 
 T = TypeVar("T")
 
@@ -30,6 +30,12 @@ class ConfigError(ValueError):
 def knob(default: Any, help: str, **kwargs) -> Any:
     """A config field with its help text (shown by `--help`)."""
     return dataclasses.field(default=default, metadata={"help": help, **kwargs})
+
+
+def with_default(owner: Type, name: str, value: Any) -> Any:
+    """The knob `name` as `owner` declares it (help, parsing), with another default: for a system whose sensible
+    value differs, so that every knob is still declared once."""
+    return dataclasses.field(default=value, metadata=owner.__dataclass_fields__[name].metadata)
 
 
 def language_knob(default: str, help: str) -> str:

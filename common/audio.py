@@ -2,6 +2,8 @@
 becomes 16 kHz mono float32, resampled as one continuous stream (no seams between chunks)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 TARGET_SAMPLE_RATE = 16_000
@@ -160,3 +162,14 @@ def normalized_wav(path, out_dir) -> str:
     out.parent.mkdir(parents=True, exist_ok=True)
     soundfile.write(str(out), np.clip(audio, -1.0, 1.0), TARGET_SAMPLE_RATE, subtype="PCM_16")
     return str(out)
+
+
+def wav_list_paths(wav_list: str | Path) -> list[Path]:
+    """The wav list's files, relative paths resolved against the list's directory (as simulstream does)."""
+    wav_list = Path(wav_list)
+    if not wav_list.is_file():
+        raise FileNotFoundError(f"wav list {wav_list} does not exist (one wav path per line)")
+    entries = [line.strip() for line in wav_list.read_text().splitlines() if line.strip()]
+    if not entries:
+        raise ValueError(f"wav list {wav_list} is empty")
+    return [Path(e) if Path(e).is_absolute() else (wav_list.parent / e).resolve() for e in entries]

@@ -11,7 +11,16 @@ import sys
 from pathlib import Path
 
 import torch
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    trainers,
+)
 from transformers import (
     FalconConfig,
     FalconForCausalLM,
@@ -551,7 +560,7 @@ def build_tiny_vllm_checkpoint(arch: str, out_dir: Path | str, *, seed: int = 0)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m backends.tiny", description="Save a tiny random checkpoint for tests."
+        prog="python tests/tiny_checkpoints.py", description="Save a tiny random checkpoint for tests."
     )
     parser.add_argument(
         "arch",
