@@ -31,6 +31,7 @@ def simulstream_agents() -> dict[str, type]:
         resolve_heads,
     )
     from backends.choice import lm_load
+    from backends.heads import every_direction_heads
 
     class Agent(CascadeSpeechProcessor):
         """The chunk-synchronous cascade of the paper (§3): ASR first, then one AlignAtt MT step, append-only."""
@@ -41,12 +42,17 @@ def simulstream_agents() -> dict[str, type]:
         @classmethod
         def check_config(cls, config: CascadeConfig) -> None:
             super().check_config(config)
-            cls.capture_heads(config)  # a missing head set for the direction fails here, in milliseconds
+            resolve_heads(config)  # a missing head set for the direction fails here, in milliseconds
 
         @classmethod
         def capture_heads(cls, config: CascadeConfig):
-            """The attention heads the LLM must capture for this agent's policy (None: no capture)."""
-            return resolve_heads(config).heads
+            """The attention heads the LLM must capture for this agent's policy (None: no capture): the direction's
+            and those of every other direction the model has a default set for, so that one vLLM engine serves a
+            server whose streams switch direction (`--tgt-lang`); a `heads:` file serves every direction."""
+            own = resolve_heads(config).heads
+            if config.heads:
+                return own
+            return tuple(sorted({*own, *every_direction_heads(config.model, config.top_k_heads)}))
 
         @classmethod
         def segment_translator(cls, config: CascadeConfig, lm) -> LLMTranslator:

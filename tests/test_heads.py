@@ -40,3 +40,15 @@ def test_round_trip_and_errors(tmp_path):
         load_heads(tmp_path / "bad.json")
     with pytest.raises(HeadFileError, match="no default head set"):
         default_heads("embedded", "en", "fr")
+
+
+def test_every_direction_heads_is_the_union_of_the_directions_default_sets():
+    from backends.heads import every_direction_heads
+
+    directions = [("en", "de"), ("en", "it"), ("en", "zh"), ("cs", "en")]
+    union = {head for s, t in directions for head in default_heads("embedded", s, t, 8).heads}
+    assert every_direction_heads("embedded", 8) == tuple(sorted(union))
+    assert len(union) > len(default_heads("embedded", "en", "de", 8).heads)  # the directions differ
+    gemma = every_direction_heads("/models/gemma-4-E4B-it", 4)  # a local copy, matched by its name
+    assert set(default_heads("google/gemma-4-E4B-it", "en", "zh", 4).heads) <= set(gemma)
+    assert every_direction_heads("/models/my-own-model") == ()

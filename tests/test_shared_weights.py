@@ -12,6 +12,7 @@ from agents.systems.config import CascadeConfig
 from agents.systems.llm import resolve_heads
 from agents.systems.ssbd import ssbd_model_load
 from agents.systems.ssbd_config import SSBDCascadeConfig
+from backends.heads import HeadSet, save_heads
 from backends import asr, choice
 from common.weights import WeightCache, WeightLoad, hashable
 
@@ -46,7 +47,7 @@ def test_the_cache_loads_each_call_once_and_shares_equal_ones():
     assert first[0] is second[0] and first[1] is not second[1]
 
 
-def test_transformers_weights_are_shared_by_every_direction_and_vllm_engines_are_not():
+def test_one_model_serves_every_direction_and_a_different_head_file_gets_its_own_engine(tmp_path):
     de = CascadeConfig()
     zh = dataclasses.replace(de, target_lang="zh")
     hf_keys = [[load.key for load in alignatt.Agent.weight_loads(c)] for c in (de, zh)]
@@ -54,8 +55,15 @@ def test_transformers_weights_are_shared_by_every_direction_and_vllm_engines_are
 
     vllm = [dataclasses.replace(c, backend="vllm") for c in (de, zh)]
     vllm_keys = [[load.key for load in alignatt.Agent.weight_loads(c)] for c in vllm]
-    assert vllm_keys[0][0] == vllm_keys[1][0]  # one recogniser
-    assert vllm_keys[0][1] != vllm_keys[1][1]  # an engine per head set
+    assert vllm_keys[0] == vllm_keys[1]  # one engine, capturing the heads of every direction
+    for config in vllm:
+        assert set(resolve_heads(config).heads) <= set(alignatt.Agent.capture_heads(config))
+
+    head_file = tmp_path / "heads.json"
+    save_heads(HeadSet(((0, 1), (2, 3))), head_file)
+    own = dataclasses.replace(vllm[0], heads=str(head_file))
+    assert alignatt.Agent.capture_heads(own) == ((0, 1), (2, 3))
+    assert alignatt.Agent.weight_loads(own)[1].key != vllm_keys[0][1]  # the key holds what the engine captures
 
 
 def test_only_the_options_a_runtime_takes_are_in_its_key():
@@ -73,9 +81,10 @@ def test_ssbd_weights_are_keyed_by_the_gguf_format_too():
     assert len(keys) == 3
 
 
-def test_two_language_pairs_in_one_server_pool_get_engines_capturing_their_own_heads_fake_vllm(monkeypatch):
-    """A stand-in vLLM loader (vLLM runs only in .venv-vllm) records what each engine would capture; the
-    recogniser is loaded once for both pairs."""
+def test_three_directions_in_one_server_pool_share_one_engine_that_captures_their_heads_fake_vllm(monkeypatch):
+    """A stand-in vLLM loader (vLLM runs only in .venv-vllm) records what each engine would capture. The organizers'
+    harness starts the server on a preset's direction and may then stream another (`--tgt-lang Chinese`): one engine
+    must serve both, as one recogniser does."""
     engines, recognisers = [], []
 
     def fake_vllm(model, dtype, device, capture_heads):
@@ -94,17 +103,16 @@ def test_two_language_pairs_in_one_server_pool_get_engines_capturing_their_own_h
         def build_translator(cls, config, shared):
             return SimpleNamespace(config=config, shared=shared)
 
-    pool = [PoolAgent(SimpleNamespace(backend="vllm", speech_chunk_size=1.0)) for _ in range(3)]
+    namespace = SimpleNamespace(backend="vllm", speech_chunk_size=1.0)
+    PoolAgent.load_model(namespace)  # the server loads the preset's weights before any stream
+    pool = [PoolAgent(namespace) for _ in range(3)]
     pool[1].set_target_language("Chinese")
     pool[2].set_source_language("cs"), pool[2].set_target_language("English")
     used = [processor._active_translator() for processor in pool]
 
-    assert len(recognisers) == 1 and len(engines) == 3
+    assert len(recognisers) == 1 and len(engines) == 1
+    assert [t.config.target_lang for t in used] == ["de", "zh", "en"]
     for translation in used:
         _, engine = translation.shared
-        assert engine.capture_heads == resolve_heads(translation.config).heads
-    assert [t.config.target_lang for t in used] == ["de", "zh", "en"]
-    # a second stream of a direction already served reuses its engine
-    again = PoolAgent(SimpleNamespace(backend="vllm", speech_chunk_size=1.0))
-    again.set_target_language("zh")
-    assert again._active_translator().shared[1] is used[1].shared[1] and len(engines) == 3
+        assert engine is engines[0]
+        assert set(resolve_heads(translation.config).heads) <= set(engine.capture_heads)

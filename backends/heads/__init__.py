@@ -106,6 +106,17 @@ def default_heads(model: str, source_lang: str, target_lang: str, top_k: int | N
     )
 
 
+def every_direction_heads(model: str, top_k: int | None = None) -> tuple[tuple[int, int], ...]:
+    """The union of the default head sets of every direction `model` has one for (each cut to `top_k`), sorted:
+    what one engine that captures at load time (vLLM) must capture to serve any of those directions."""
+    heads: set[tuple[int, int]] = set()
+    for known_model, direction in (*SHIPPED_HEAD_FILES, *PUBLISHED_HEADS):
+        if _known_model_name(model, direction) == known_model:
+            source, target = direction.split("-")
+            heads.update(default_heads(model, source, target, top_k).heads)
+    return tuple(sorted(heads))
+
+
 def _known_model_name(model: str, direction: str) -> str:
     if model == "embedded":
         return "embedded:qwen2.5-coder-0.5b-instruct"
