@@ -12,8 +12,8 @@ from agents.systems.config import CascadeConfig
 from agents.systems.llm import resolve_heads
 from agents.systems.ssbd import ssbd_model_load
 from agents.systems.ssbd_config import SSBDCascadeConfig
-from backends.heads import HeadSet, save_heads
 from backends import asr, choice
+from backends.heads import HeadSet, save_heads
 from common.weights import WeightCache, WeightLoad, hashable
 
 
