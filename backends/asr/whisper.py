@@ -5,17 +5,15 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import os
 import shutil
-import uuid
 from pathlib import Path
 
 import numpy as np
 
 from backends.asr import WHISPER_WINDOWS
-from common.stream import TimedWord
 from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer, merge_word_pieces
-from backends.models import cache_dir, concatenate_parts
+from backends.sources import cache_dir, concatenate_parts, replace_directory, staged_directory
+from common.stream import TimedWord
 
 EMBEDDED_WHISPER = "embedded"
 EMBEDDED_WHISPER_NAME = "faster-whisper-base"
@@ -60,22 +58,18 @@ def embedded_whisper_dir() -> Path:
     chunks = [parts[0] / "model.bin.part1", parts[1] / "model.bin.part2"]
     if sum(chunk.stat().st_size for chunk in chunks) != EMBEDDED_WHISPER_SIZE:
         raise RecognizerError(f"the Whisper chunk packages are incomplete or corrupt; reinstall: {WHISPER_INSTALL_HINT}")
-    staging = target.with_name(f"{target.name}.{uuid.uuid4().hex}.tmp")
-    staging.mkdir(parents=True)
-    try:
-        concatenate_parts(chunks, staging / "model.bin", EMBEDDED_WHISPER_SHA256)
-    except ValueError as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise RecognizerError(f"the Whisper chunk packages do not assemble into Whisper base ({error}); reinstall: "
-                              f"{WHISPER_INSTALL_HINT}") from None
-    for name in EMBEDDED_WHISPER_FILES:
-        shutil.copy(parts[0] / name, staging / name)
-    (staging / "simulagents-source.json").write_text(json.dumps({"parts": EMBEDDED_WHISPER_PARTS,
-                                                                  "sha256": EMBEDDED_WHISPER_SHA256}))
-    try:
-        os.replace(staging, target)
-    except OSError:  # another process assembled it first
-        shutil.rmtree(staging, ignore_errors=True)
+    with staged_directory(target) as staging:
+        try:
+            concatenate_parts(chunks, staging / "model.bin", EMBEDDED_WHISPER_SHA256)
+        except ValueError as error:
+            raise RecognizerError(f"the Whisper chunk packages do not assemble into Whisper base ({error}); "
+                                  f"reinstall: {WHISPER_INSTALL_HINT}") from None
+        for name in EMBEDDED_WHISPER_FILES:
+            shutil.copy(parts[0] / name, staging / name)
+        (staging / "simulagents-source.json").write_text(json.dumps({"parts": EMBEDDED_WHISPER_PARTS,
+                                                                      "sha256": EMBEDDED_WHISPER_SHA256}))
+        if not marker.is_file():  # else another process assembled it first
+            replace_directory(staging, target)
     return target
 
 

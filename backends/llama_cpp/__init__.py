@@ -69,7 +69,7 @@ def requantized_path(source: Path, weight_type: str) -> Path:
     path, size and modification time, so two files with one name (or a file replaced in place) never share a copy."""
     import hashlib
 
-    from backends.models import cache_dir
+    from backends.sources import cache_dir
 
     source = Path(source).resolve()
     stat = source.stat()

