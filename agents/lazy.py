@@ -3,6 +3,7 @@ one of its agents is asked for (PEP 562), so neither SimulEval nor simulstream i
 from __future__ import annotations
 
 import importlib
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -22,12 +23,16 @@ def lazy_agents(module_name: str, builders: dict[str, AgentBuilder],
     """
     namespace = next(iter(builders.values())).__globals__  # the system module's own globals
 
+    building = threading.Lock()  # two threads asking at once get one class (its shared weights live on it)
+
     def __getattr__(name: str):
         if name not in builders:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}; agents: {', '.join(builders)}")
-        for agent_name, agent in builders[name]().items():
-            agent.__qualname__ = agent_name  # defined inside its builder; this module is where it is found
-            namespace[agent_name] = agent
+        with building:
+            if name not in namespace:
+                for agent_name, agent in builders[name]().items():
+                    agent.__qualname__ = agent_name  # defined inside its builder; this module is where it is found
+                    namespace[agent_name] = agent
         return namespace[name]
 
     def __dir__() -> list[str]:
