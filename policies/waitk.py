@@ -20,9 +20,9 @@ def waitk_target_budget(words_read: int, k: int, source_finished: bool) -> int |
 
     Returns None (no limit) once the source is finished, so the rest of the translation can be written.
     """
+    first = units_read_before(1, k)  # g(1) = k (checks k)
     if words_read < 0:
         raise ValueError(f"words_read must be >= 0, got {words_read}")
     if source_finished:
-        units_read_before(1, k)  # k is checked either way
         return None
-    return max(0, words_read - units_read_before(1, k) + 1)
+    return max(0, words_read - first + 1)

@@ -88,8 +88,8 @@ class DraftBackendKnob:
     n_ctx: int = knob(2048, "llama_cpp: positions per stream (prompt + draft) in tokens")
 
     def lm_options(self) -> dict:
-        """The keyword arguments of `backends.choice.load_lm` that this configuration sets (all that affect loading,
-        so they also identify shared weights)."""
+        """The keyword arguments of `backends.choice.lm_load` that this configuration sets (each runtime takes the
+        ones that change what it loads, and they key the shared weights)."""
         return {"dtype": self.model_dtype, "device": self.model_device, "gguf_weights": self.gguf_weights,
                 "n_threads": self.n_threads, "n_ctx": self.n_ctx}
 

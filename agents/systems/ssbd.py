@@ -37,10 +37,8 @@ class Update:
 def ssbd_model_load(config: SSBDConfig) -> WeightLoad:
     """The load of the shared, read-only model of `config.backend` (it has `.tokenizer`, `.decode(ids)` and
     `.session()`), with only the knobs that backend reads."""
-    if config.backend == "llama_cpp":
-        return WeightLoad.of(_llama_cpp_ssbd_model, config.model, n_ctx=config.n_ctx, n_threads=config.n_threads,
-                             gguf_weights=config.gguf_weights)
-    return WeightLoad.of(_transformers_ssbd_model, config.model, dtype=config.model_dtype, device=config.model_device)
+    loader = _llama_cpp_ssbd_model if config.backend == "llama_cpp" else _transformers_ssbd_model
+    return WeightLoad.taking(loader, config.model, **config.lm_options())
 
 
 def load_ssbd_model(config: SSBDConfig):

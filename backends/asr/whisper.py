@@ -120,8 +120,8 @@ def context_words(context: str) -> str:
 
 class WhisperRecognizer(SpeechRecognizer):
     """Greedy decoding (no sampling fallback, so runs repeat exactly) with word timestamps, no conditioning on its
-    own earlier output (only on the `context` a caller passes), and Silero VAD (shipped inside faster-whisper) so silence and noise give no words instead of
-    Whisper's hallucinated "Thank you.".
+    own earlier output (only on the `context` a caller passes), and Silero VAD (shipped inside faster-whisper) so
+    silence and noise give no words instead of Whisper's hallucinated "Thank you.".
 
     `window` is what the encoder sees. "padded": faster-whisper's own path, every call padded to Whisper's 30 s
     (the encoder then costs the same for 1 s of audio as for 30 s). "fitted": the speech plus a short margin of
