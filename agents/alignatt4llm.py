@@ -7,8 +7,9 @@
 
 with their peers on the same models: `WaitkTextAgent` (wait-k), `LocalAgreementTextAgent` and the speech
 `LocalAgreementAgent` (LocalAgreement-2 ASR + LocalAgreement MT, the IWSLT 2026 baseline's rules) and `WaitkAgent`
-(wait-k on the same cascade). Path: this file → agents/systems/{cascade,llm}.py → policies/alignatt.py →
-backends/choice.py (hf/, vllm/, llama_cpp/).
+(wait-k on the same cascade). Path (tests/test_call_paths.py): a chunk runs agents/harness/simulstream.py
+→ agents/systems/cascade.py → agents/systems/llm.py → policies/alignatt.py or backends/<runtime>/lm.py; the model
+loads through common/weights.py → backends/choice.py (hf/, vllm/, llama_cpp/).
 """
 from __future__ import annotations
 
@@ -33,7 +34,28 @@ def simulstream_agents() -> dict[str, type]:
     from backends.choice import lm_load
     from backends.heads import every_direction_heads
 
-    class Agent(CascadeSpeechProcessor):
+    class LLMCascadeAgent(CascadeSpeechProcessor):
+        """The cascade with an LLM segment translator, `translator_class(lm, config)`, on a runtime that captures
+        no attention (the peers: wait-k, LocalAgreement)."""
+
+        translator_class: type[LLMTranslator]
+
+        @classmethod
+        def capture_heads(cls, config):
+            """The attention heads the LLM must capture for this agent's policy (None: no capture)."""
+            return
+
+        @classmethod
+        def segment_model_load(cls, config):
+            return lm_load(config.backend, config.model, capture_heads=cls.capture_heads(config),
+                           **config.lm_options())
+
+        @classmethod
+        def segment_translator(cls, config, lm) -> LLMTranslator:
+            """The MT policy the cascade runs on each source segment."""
+            return cls.translator_class(lm, config)
+
+    class Agent(LLMCascadeAgent):
         """The chunk-synchronous cascade of the paper (§3): ASR first, then one AlignAtt MT step, append-only."""
 
         config_class = CascadeConfig
@@ -46,9 +68,9 @@ def simulstream_agents() -> dict[str, type]:
 
         @classmethod
         def capture_heads(cls, config: CascadeConfig):
-            """The attention heads the LLM must capture for this agent's policy (None: no capture): the direction's
-            and those of every other direction the model has a default set for, so that one vLLM engine serves a
-            server whose streams switch direction (`--tgt-lang`); a `heads:` file serves every direction."""
+            """The direction's heads and those of every other direction the model has a default set for, so that one
+            vLLM engine serves a server whose streams switch direction (`--tgt-lang`); a `heads:` file serves every
+            direction."""
             own = resolve_heads(config).heads
             if config.heads:
                 return own
@@ -56,29 +78,9 @@ def simulstream_agents() -> dict[str, type]:
 
         @classmethod
         def segment_translator(cls, config: CascadeConfig, lm) -> LLMTranslator:
-            """The MT policy the cascade runs on each source segment."""
             return AlignAttTranslator(lm, config, resolve_heads(config))
 
-        @classmethod
-        def segment_model_load(cls, config: CascadeConfig):
-            return lm_load(config.backend, config.model, capture_heads=cls.capture_heads(config),
-                           **config.lm_options())
-
-    class PeerAgent(Agent):
-        """A peer policy on the same cascade (recogniser, transcript commit, LLM and prompt): no attention
-        capture; each segment is translated by `translator_class(lm, config)`."""
-
-        translator_class: type[LLMTranslator]
-
-        @classmethod
-        def capture_heads(cls, config):
-            return None
-
-        @classmethod
-        def segment_translator(cls, config, lm) -> LLMTranslator:
-            return cls.translator_class(lm, config)
-
-    class LocalAgreementAgent(PeerAgent):
+    class LocalAgreementAgent(LLMCascadeAgent):
         """The peer on the same recogniser and LLM: whisper_streaming's LocalAgreement-2 commit on the recogniser's
         words (`source_frontier: agreement`) feeding LocalAgreement over greedy re-translation (the IWSLT 2026
         baseline's MT rule), chunk-synchronous, append-only."""
@@ -87,7 +89,7 @@ def simulstream_agents() -> dict[str, type]:
         default_preset = "local_agreement_cpu"
         translator_class = LocalAgreementTranslator
 
-    class WaitkAgent(PeerAgent):
+    class WaitkAgent(LLMCascadeAgent):
         """The wait-k peer on the same recogniser, transcript commit and LLM: after k accessible source words, one
         target word per accessible word (the naive schedule every simultaneous system is compared with)."""
 

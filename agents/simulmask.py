@@ -4,7 +4,8 @@ asked for:
     simuleval --agent-class agents.simulmask.TextAgent --config eval_configs/simulmask_text_gpu.yaml ...
     simuleval --agent agents/simulmask.py ...   (SimulEval's file form: TextAgent)
 
-Path: this file → agents/systems/simulmask.py (+ word_waitk.py) → policies/waitk.py → backends/simulmask/.
+Path (tests/test_call_paths.py): agents/harness/simuleval.py → agents/systems/simulmask.py →
+agents/systems/word_waitk.py → policies/waitk.py or backends/simulmask/.
 """
 from __future__ import annotations
 

@@ -4,7 +4,8 @@
     simuleval --agent-class agents.ssbd.TextAgent --config eval_configs/ssbd_text_cpu.yaml ...   (final text)
     simuleval --agent agents/ssbd.py ...   (SimulEval's file form: TextAgent)
 
-Path: this file → agents/systems/ssbd.py (+ cascade.py) → policies/ssbd.py → backends/llama_cpp or backends/hf.
+Path (tests/test_call_paths.py): agents/harness/simulstream.py → agents/systems/cascade.py →
+agents/systems/ssbd.py → backends/speculative.py → policies/ssbd.py or backends/llama_cpp/ (backends/hf/).
 """
 from __future__ import annotations
 

@@ -4,7 +4,8 @@
     simulstream --agent agents.star:Agent --checkpoint runs/star/star ...   (YAML `type: agents.star.Agent`)
     simuleval --agent agents/star.py ...   (SimulEval's file form: SpeechAgent)
 
-Path: this file → agents/systems/star.py → policies/integrate_fire.py → backends/star/.
+Path (tests/test_call_paths.py): agents/harness/simulstream.py → agents/systems/star.py → backends/star/streaming.py
+(which fires through policies/integrate_fire.py).
 """
 from __future__ import annotations
 

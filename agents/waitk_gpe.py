@@ -4,8 +4,8 @@
     simulstream --agent agents.waitk_gpe:Agent --config eval_configs/waitk_gpe_cpu.yaml ...   (speech cascade)
     simuleval --agent agents/waitk_gpe.py ...   (SimulEval's file form: TextAgent)
 
-Path: this file → agents/systems/gpe.py (+ word_waitk.py, cascade.py) → policies/waitk.py →
-backends/streaming_masks/.
+Path (tests/test_call_paths.py): agents/harness/simulstream.py → agents/systems/cascade.py →
+agents/systems/word_waitk.py (GPETranslator, agents/systems/gpe.py) → policies/waitk.py or backends/streaming_masks/.
 """
 from __future__ import annotations
 

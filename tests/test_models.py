@@ -246,6 +246,18 @@ def test_nonexistent_path_names_the_spec() -> None:
     with pytest.raises(ModelNotFoundError, match=re.escape(spec)) as caught:
         resolve_model(spec)
     assert "Accepted forms" in str(caught.value)
+    assert all(source.accepted in str(caught.value) for source in models.MODEL_SOURCES)
+
+
+def test_model_sources_are_asked_in_order_and_a_new_source_is_one_entry(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    registry = models.ModelSource("registry", "'registry:NAME'", lambda spec: spec.startswith("registry:"),
+                                  lambda spec: tmp_path)
+    monkeypatch.setattr(models, "MODEL_SOURCES", (*models.MODEL_SOURCES, registry))
+    assert resolve_model("registry:any") == tmp_path
+    assert resolve_model(str(tmp_path)) == tmp_path  # the directory source answers first for a directory
+    assert [source.name for source in models.MODEL_SOURCES[:4]] == ["embedded", "directory", "gguf", "hf_cache"]
 
 
 def test_uncached_repo_id_mentions_the_hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

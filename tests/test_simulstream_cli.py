@@ -2,6 +2,7 @@
 silent audio give empty output, and bad arguments or language pairs fail at once with a clear message."""
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -9,12 +10,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import soundfile
+from media import encode_audio, video_without_audio
 
 import eval_configs
+from agents.simulstream_cli import (
+    CommandError,
+    main,
+    prepare_wav_list,
+    processor_config,
+)
 from common.audio import AudioError, normalized_wav
 from common.config import read_yaml
-from agents.simulstream_cli import CommandError, main, prepare_wav_list, processor_config
-from media import encode_audio, video_without_audio
 
 RATE = 16_000
 
@@ -143,6 +149,11 @@ def test_an_agent_without_config_runs_its_embedded_cpu_preset(agent, preset):
     shipped = read_yaml(eval_configs.path(preset))
     assert values == {**shipped, "hold_back": 0}  # the preset, the override, nothing else
     assert values["model"] == "embedded" and values["asr_model"] == "embedded"
+    module, name = agent.split(":")
+    processor = getattr(importlib.import_module(module), name)
+    config = processor.parse_config(SimpleNamespace(**values))  # checks the config as load_model does
+    assert isinstance(config, processor.config_class) and config.hold_back == 0
+    assert processor.weight_loads(config)  # the loads (recogniser, segment model) are keyed without loading
 
 
 def test_an_agent_without_an_embedded_preset_asks_for_a_config():

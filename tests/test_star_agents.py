@@ -9,29 +9,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import soundfile
-import torch
+from tiny_checkpoints import STAR_SENTENCES as SENTENCES
 
 from agents.systems.star import StarConfig, StarTranslator
-from backends.star.checkpoint import save_star
-from backends.star.model import StarModel, StarModelConfig
-from backends.star.text import TargetVocabulary
 from common.config import ConfigError, build_config
 
-SENTENCES = ["the committee has approved the report", "we need a clear answer today"]
 SEGMENT_MS = 40
-
-
-@pytest.fixture(scope="module")
-def star_checkpoint(tmp_path_factory):
-    vocabulary = TargetVocabulary.train(SENTENCES * 20, vocab_size=60)
-    torch.manual_seed(0)
-    model = StarModel(StarModelConfig(vocab_size=len(vocabulary), dim=32, heads=2, encoder_layers=1,
-                                      semantic_layers=1, decoder_layers=1, wait_k=2))
-    with torch.no_grad():
-        model.segmenter[2].bias.fill_(-1.0)
-        model.decoder.embedding.weight[vocabulary.eos_id] *= 0  # a random decoder that does not stop at once
-        model.decoder.norm.weight.copy_(torch.randn(32))  # ... and does not just repeat its input piece
-    return save_star(model, vocabulary, tmp_path_factory.mktemp("star") / "ckpt")
 
 
 @pytest.fixture(scope="module")

@@ -558,6 +558,28 @@ def build_tiny_vllm_checkpoint(arch: str, out_dir: Path | str, *, seed: int = 0)
     return _save(model.eval(), tokenizer, out_dir)
 
 
+# ---- STAR --------------------------------------------------------------------------------------------------------
+STAR_SENTENCES = ("the committee has approved the report", "we need a clear answer today")
+
+
+def build_tiny_star_checkpoint(out_dir: Path | str) -> Path:
+    """A tiny random STAR checkpoint (target vocabulary trained on STAR_SENTENCES) whose segmenter fires and whose
+    decoder writes several words before it stops."""
+    from backends.star.checkpoint import save_star
+    from backends.star.model import StarModel, StarModelConfig
+    from backends.star.text import TargetVocabulary
+
+    vocabulary = TargetVocabulary.train(list(STAR_SENTENCES) * 20, vocab_size=60)
+    torch.manual_seed(0)
+    model = StarModel(StarModelConfig(vocab_size=len(vocabulary), dim=32, heads=2, encoder_layers=1,
+                                      semantic_layers=1, decoder_layers=1, wait_k=2))
+    with torch.no_grad():
+        model.segmenter[2].bias.fill_(-1.0)
+        model.decoder.embedding.weight[vocabulary.eos_id] *= 0  # a random decoder that does not stop at once
+        model.decoder.norm.weight.copy_(torch.randn(32))  # ... and does not just repeat its input piece
+    return save_star(model, vocabulary, Path(out_dir))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python tests/tiny_checkpoints.py", description="Save a tiny random checkpoint for tests."
@@ -591,3 +613,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

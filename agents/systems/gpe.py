@@ -2,12 +2,13 @@
 target words are written without re-encoding (backends.streaming_masks.decoder), one segment at a time."""
 from __future__ import annotations
 
-import dataclasses
-
 from agents.systems.gpe_config import GPEConfig
-from agents.systems.word_waitk import WordWaitkTranslator
-from backends.models import stream_tokenizer
-from backends.streaming_masks.decoder import GroupPositionDecoder, ReencodingDecoder, StreamingLM
+from agents.systems.word_waitk import WordWaitkTranslator, stream_own_lm
+from backends.streaming_masks.decoder import (
+    GroupPositionDecoder,
+    ReencodingDecoder,
+    StreamingLM,
+)
 from backends.streaming_masks.loading import translation_template
 
 
@@ -16,22 +17,18 @@ class GPETranslator(WordWaitkTranslator):
     words per segment."""
 
     def __init__(self, lm: StreamingLM, config: GPEConfig):
-        tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
-        lm = dataclasses.replace(lm, tokenizer=tokenizer, template=translation_template(
-            tokenizer, config.source_lang, config.target_lang))  # the same weights
+        self.lm = stream_own_lm(lm, lambda tokenizer: translation_template(tokenizer, config.source_lang,
+                                                                           config.target_lang))
         decoder_class = ReencodingDecoder if config.reencode else GroupPositionDecoder
-        super().__init__(decoder_class(lm, phi=config.phi, max_word_tokens=config.max_word_tokens), config.k)
-        self.lm = lm
+        super().__init__(decoder_class(self.lm, phi=config.phi, max_word_tokens=config.max_word_tokens), config.k)
         self.config = config
 
-    @classmethod
-    def from_config(cls, config: GPEConfig, lm: StreamingLM | None = None) -> "GPETranslator":
-        if lm is None:
-            from backends.streaming_masks.loading import load_streaming_lm
+    @staticmethod
+    def load_lm(config: GPEConfig) -> StreamingLM:
+        from backends.streaming_masks.loading import load_streaming_lm
 
-            lm = load_streaming_lm(config.model, config.source_lang, config.target_lang, dtype=config.model_dtype,
-                                   device=config.model_device, adapter=config.adapter)
-        return cls(lm, config)
+        return load_streaming_lm(config.model, config.source_lang, config.target_lang, dtype=config.model_dtype,
+                                 device=config.model_device, adapter=config.adapter)
 
     def target_word_limit(self, source_words: int, finished: bool) -> int:
         return int(self.config.max_length_ratio * source_words) + 10

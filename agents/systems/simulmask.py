@@ -2,11 +2,8 @@
 target words are written over the spliced [prompt ‖ prediction] cache, never recomputed (backends.simulmask)."""
 from __future__ import annotations
 
-import dataclasses
-
 from agents.systems.simulmask_config import SimulMaskConfig
-from agents.systems.word_waitk import WordWaitkTranslator
-from backends.models import stream_tokenizer
+from agents.systems.word_waitk import WordWaitkTranslator, stream_own_lm
 from backends.simulmask.decoder import RecomputingDecoder, SimulMaskDecoder
 from backends.simulmask.prompt import simulmask_template
 from backends.streaming_masks.decoder import StreamingLM
@@ -17,22 +14,18 @@ class SimulMaskTranslator(WordWaitkTranslator):
     has ended at most n + max_lag target words."""
 
     def __init__(self, lm: StreamingLM, config: SimulMaskConfig):
-        tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
-        template = simulmask_template(tokenizer, config.source_lang, config.target_lang)
-        lm = dataclasses.replace(lm, tokenizer=tokenizer, template=template)  # the same weights
+        self.lm = stream_own_lm(lm, lambda tokenizer: simulmask_template(tokenizer, config.source_lang,
+                                                                         config.target_lang))
         decoder_class = RecomputingDecoder if config.recompute else SimulMaskDecoder
-        super().__init__(decoder_class(lm, max_word_tokens=config.max_word_tokens), config.k)
-        self.lm = lm
+        super().__init__(decoder_class(self.lm, max_word_tokens=config.max_word_tokens), config.k)
         self.config = config
 
-    @classmethod
-    def from_config(cls, config: SimulMaskConfig, lm: StreamingLM | None = None) -> "SimulMaskTranslator":
-        if lm is None:
-            from backends.simulmask.loading import load_simulmask_lm
+    @staticmethod
+    def load_lm(config: SimulMaskConfig) -> StreamingLM:
+        from backends.simulmask.loading import load_simulmask_lm
 
-            lm = load_simulmask_lm(config.model, config.source_lang, config.target_lang, dtype=config.model_dtype,
-                                   device=config.model_device, checkpoint=config.checkpoint)
-        return cls(lm, config)
+        return load_simulmask_lm(config.model, config.source_lang, config.target_lang, dtype=config.model_dtype,
+                                 device=config.model_device, checkpoint=config.checkpoint)
 
     def target_word_limit(self, source_words: int, finished: bool) -> int | None:
         return source_words + self.config.max_lag if finished else None

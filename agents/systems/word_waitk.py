@@ -2,10 +2,13 @@
 a time (GPE, SimulMask): the read/write schedule, segments and live transcripts live here, once."""
 from __future__ import annotations
 
+import dataclasses
 from abc import abstractmethod
-from typing import Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from agents.core import StreamingTranslator
+from backends.models import stream_tokenizer
 from backends.streaming_masks.schedule import waitk_units_read
 from common.stream import Emission, SourceWord
 from policies.frontier import accessible_word_count
@@ -35,6 +38,16 @@ class WordWaitkTranslator(StreamingTranslator):
         super().__init__("word")
         self.decoder = decoder
         self.k = k
+
+    @classmethod
+    def from_config(cls, config, lm=None):
+        """The translator for `config` on `lm`, the shared weights (loaded by `load_lm(config)` when not given)."""
+        return cls(lm if lm is not None else cls.load_lm(config), config)
+
+    @staticmethod
+    def load_lm(config):
+        """The weights `config` names, as the decoder's StreamingLM."""
+        raise NotImplementedError
 
     @abstractmethod
     def target_word_limit(self, source_words: int, finished: bool) -> int | None:
@@ -95,3 +108,10 @@ class WordWaitkTranslator(StreamingTranslator):
                 decoder.read_word(words[len(decoder.source_words)])
             else:
                 decoder.read_end()
+
+
+def stream_own_lm(lm, template_for: Callable):
+    """The same weights with this stream's own tokenizer (server threads share no tokenizer state) and the prompt
+    template `template_for(tokenizer)` built on it."""
+    tokenizer = stream_tokenizer(lm.tokenizer)
+    return dataclasses.replace(lm, tokenizer=tokenizer, template=template_for(tokenizer))

@@ -109,6 +109,8 @@ def requantized_gguf(source: Path, weight_type: str) -> Path:
 class LlamaCppLM:
     """A GGUF model for llama.cpp plus the Hugging Face tokenizer of the same weights (prompt rendering, decoding)."""
 
+    default_n_ctx = 1024  # positions per stream when `load` is given none
+
     def __init__(self, gguf_path: Path, tokenizer, n_ctx: int = 1024, n_threads: int = 0):
         try:
             import llama_cpp  # noqa: F401
@@ -120,15 +122,15 @@ class LlamaCppLM:
         self.n_threads = n_threads or None
 
     @classmethod
-    def load(cls, spec: str, n_ctx: int = 1024, n_threads: int = 0, weight_type: str = "") -> "LlamaCppLM":
+    def load(cls, spec: str, n_ctx: int = 0, n_threads: int = 0, weight_type: str = ""):
         """`weight_type` (a WEIGHT_TYPES key, or "auto": bf16 where the CPU has native bf16, else q8_0) runs the GGUF
-        re-quantized to that type; empty runs the file as it is."""
+        re-quantized to that type; empty runs the file as it is; `n_ctx` 0 is the class's `default_n_ctx`."""
         from transformers import AutoTokenizer
 
         from backends.models import resolve_model
 
-        return cls(weights_file(spec, weight_type), AutoTokenizer.from_pretrained(resolve_model(spec)), n_ctx,
-                   n_threads)
+        return cls(weights_file(spec, weight_type), AutoTokenizer.from_pretrained(resolve_model(spec)),
+                   n_ctx or cls.default_n_ctx, n_threads)
 
     def session(self) -> "LlamaCppSession":
         return LlamaCppSession(self)

@@ -16,16 +16,11 @@ from backends.hf.lm import Draft, check_draft_request
 from backends.llama_cpp import LlamaCppLM, LlamaCppSession
 from backends.llama_cpp.capture import EvalCallbackCapture
 
-DEFAULT_N_CTX = 2048  # positions per stream (prompt + draft); a sentence's prompt plus its final budget fits
-
 
 class LlamaCppCausalLM(LlamaCppLM):
     """A GGUF model for AlignAtt and wait-k drafting (`load(spec, n_ctx, n_threads, weight_type)` as for SSBD)."""
 
-    @classmethod
-    def load(cls, spec: str, n_ctx: int = DEFAULT_N_CTX, n_threads: int = 0, weight_type: str = ""
-             ) -> "LlamaCppCausalLM":
-        return super().load(spec, n_ctx=n_ctx, n_threads=n_threads, weight_type=weight_type)
+    default_n_ctx = 2048  # positions per stream (prompt + draft); a sentence's prompt plus its final budget fits
 
     def session(self, heads: Sequence[tuple[int, int]] | None = None) -> "LlamaCppDecodeSession":
         return LlamaCppDecodeSession(self, heads)
