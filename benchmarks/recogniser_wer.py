@@ -13,7 +13,6 @@ Each WER is given twice: as the recogniser wrote it, and once a looping hypothes
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -22,17 +21,12 @@ import numpy as np
 import soundfile
 
 from backends.asr import WHISPER_WINDOWS, load_recognizer
-from backends.star.evaluate import word_errors
 from common.synthetic_speech import SAMPLE_RATE, read_segments
+from common.wer import normalise_words, word_errors
 from policies.degenerate import first_loop_start
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu import cpu_summary  # noqa: E402
-
-
-def normalise(text: str) -> list[str]:
-    """Lower-cased words without punctuation (letters, digits and inner apostrophes or hyphens kept)."""
-    return re.findall(r"\w+(?:['’-]\w+)*", text.lower())
 
 
 def main() -> None:
@@ -68,7 +62,7 @@ def main() -> None:
                 sys.exit(f"{wav}: {rate} Hz; this benchmark reads 16 kHz test sets (simulagents eval writes them)")
         start = int(float(segment["offset"]) * SAMPLE_RATE)
         audio = audio_cache[wav][start:start + int(float(segment["duration"]) * SAMPLE_RATE)]
-        reference = normalise(transcript)
+        reference = normalise_words(transcript)
         reference_words += len(reference)
         audio_seconds += len(audio) / SAMPLE_RATE
         hypotheses = {}
@@ -77,9 +71,9 @@ def main() -> None:
             hypotheses[window] = recognizer.transcribe(audio, args.lang)
             seconds[window] += time.perf_counter() - began
             words = [word.text for word in hypotheses[window]]
-            errors[window] += word_errors(normalise(" ".join(words)), reference)
+            errors[window] += word_errors(normalise_words(" ".join(words)), reference)
             loop = first_loop_start(words, "word")
-            loop_cut_errors[window] += word_errors(normalise(" ".join(words[:loop])), reference)
+            loop_cut_errors[window] += word_errors(normalise_words(" ".join(words[:loop])), reference)
         first = hypotheses[windows[0]]
         for window in windows[1:]:
             if [word.text for word in hypotheses[window]] == [word.text for word in first]:

@@ -125,6 +125,12 @@ def decode_audio(path) -> tuple[np.ndarray, int]:
     return np.concatenate(pieces, axis=1).T.astype(np.float32, copy=False), sample_rate
 
 
+def decode_audio_16k(path) -> np.ndarray:
+    """`decode_audio`, mixed to mono and resampled to 16 kHz: what the recognisers take."""
+    samples, sample_rate = decode_audio(path)
+    return StreamResampler().push(samples, sample_rate, last=True)
+
+
 def is_simulstream_wav(path) -> bool:
     """A .wav file simulstream's own reader takes as it is: mono 16-bit PCM at 16 kHz."""
     from pathlib import Path

@@ -18,6 +18,7 @@ from agents.cli import main as simulagents
 from agents.evaluation import data, runs
 from agents.evaluation.report import Result
 from common.synthetic_speech import SAMPLE_RATE
+from common.wer import word_error_rate
 
 BIN = Path(sys.executable).parent
 TESTS = Path(__file__).resolve().parent
@@ -168,14 +169,15 @@ def test_mp4_talks_and_language_names_score_as_their_wavs_with_fake_agent(talks,
 @pytest.mark.real_model
 @pytest.mark.harness
 def test_speech_report_equals_the_official_tools_run_by_hand(talks, tmp_path, embedded_model_path):
-    """The AlignAtt cascade (embedded default) at two chunk sizes plus the offline row; then OmniSTEval,
-    simulstream_score_latency and simulstream_stats run by hand on each metrics log must give the report's numbers."""
+    """The AlignAtt cascade (embedded default) at two chunk sizes plus both offline rows; then OmniSTEval,
+    simulstream_score_latency and simulstream_stats run by hand on each metrics log must give the report's numbers,
+    and sacrebleu and the WER of the transcripts the offline rows'."""
     out = tmp_path / "out"
     assert simulagents(eval_args(talks, out, "agents.alignatt4llm:Agent", "--config",
                                  "eval_configs/alignatt4llm_cpu.yaml", "--sweep", "speech_chunk_size=2.0,3.0",
-                                 "--offline", "--jobs", "2")) == 0
+                                 "--offline", "--offline-cascade", "--jobs", "2")) == 0
     results = report_results(out)
-    assert set(results) == {"speech_chunk_size=2.0", "speech_chunk_size=3.0", "offline"}
+    assert set(results) == {"speech_chunk_size=2.0", "speech_chunk_size=3.0", "offline", "offline-cascade"}
     for regime in ("speech_chunk_size=2.0", "speech_chunk_size=3.0"):
         scores = results[regime]["scores"]
         run_dir = out / "runs" / f"alignatt4llm_{regime}"
@@ -208,11 +210,21 @@ def test_speech_report_equals_the_official_tools_run_by_hand(talks, tmp_path, em
 
     assert offline["BLEU"] == pytest.approx(BLEU().corpus_score(hypotheses, [REFERENCES]).score)
     assert offline["chrF"] == pytest.approx(CHRF().corpus_score(hypotheses, [REFERENCES]).score)
+    assert "WER (%)" not in offline
+    cascade = results["offline-cascade"]["scores"]
+    run_dir = out / "runs/alignatt4llm_offline-cascade"
+    hypotheses = (run_dir / "offline.txt").read_text().splitlines()
+    transcripts = (run_dir / "transcripts.txt").read_text().splitlines()
+    assert len(hypotheses) == len(transcripts) == len(SOURCES) and all(transcripts) and all(hypotheses)
+    assert cascade["BLEU"] == pytest.approx(BLEU().corpus_score(hypotheses, [REFERENCES]).score)
+    assert cascade["WER (%)"] == pytest.approx(word_error_rate(transcripts, SOURCES))
+    assert cascade["WER (%)"] < 40  # Whisper base hears espeak-ng's clear speech well
     table = (out / "table.md").read_text()
     assert "| en→de | alignatt4llm | speech_chunk_size=2.0 |" in table and "| en→de | Offline | - |" in table
+    assert "| en→de | Offline cascade | - |" in table and "ASR WER %" in table
     assert "COMET skipped" in table
     assert (out / "quality_latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len((out / "report.tsv").read_text().splitlines()) == 4
+    assert len((out / "report.tsv").read_text().splitlines()) == 5
 
 
 @pytest.mark.harness
@@ -319,3 +331,57 @@ def test_progress_is_read_from_what_the_harness_has_written(tmp_path):
     text = data.EvalSet("set", "en", "de", ("a", "b", "c", "d"), ("a", "b", "c", "d"))
     (tmp_path / "harness.log").write_text("  0%|   | 0/4 [00:00<?]\r 75%|██ | 3/4 [00:09<00:03]")
     assert runs.progress_fraction(runs.RunSpec("s", "m:C", runs.TEXT, "k=3"), text, tmp_path) == 0.75
+
+
+class ScriptedRecognizerFake:
+    """Stands in for a recogniser (the real one runs in the speech report test): answers each call with the next
+    scripted words and records what it heard."""
+
+    def __init__(self, answers: list[list[str]]):
+        self.answers, self.heard = list(answers), []
+
+    def transcribe(self, audio, language, context=""):
+        from common.stream import TimedWord
+
+        self.heard.append((len(audio) / SAMPLE_RATE, language, context))
+        return [TimedWord(word, 0.0, 0.1) for word in self.answers.pop(0)]
+
+
+def test_offline_cascade_hears_each_segment_whole_in_pieces_of_at_most_28_s_and_cuts_loops(tmp_path):
+    from agents.evaluation.offline import transcribe_segments
+
+    for name, seconds in (("a.wav", 70.0), ("b.wav", 5.0)):
+        soundfile.write(tmp_path / name, np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32), SAMPLE_RATE)
+    segments = [{"wav": "a.wav", "offset": 1.0, "duration": 3.0}, {"wav": "a.wav", "offset": 5.0, "duration": 60.0},
+                {"wav": "b.wav", "offset": 0.5, "duration": 4.0}]
+    (tmp_path / "segments.yaml").write_text(yaml.safe_dump(segments))
+    recognizer = ScriptedRecognizerFake([["Hello", "there."], ["one", "two"], ["three"], ["four."],
+                                         ["so", "it", "goes.", "so", "it", "goes.", "so"]])
+    written = tmp_path / "transcripts.txt"
+    with open(written, "w") as out:
+        transcripts = list(transcribe_segments(recognizer, tmp_path / "segments.yaml", "en", out))
+    assert transcripts == ["Hello there.", "one two three four.", "so it goes."]
+    assert written.read_text().splitlines() == transcripts
+    # 60 s in three pieces of 20 s, each given the words before it as context; every segment exactly its length.
+    assert [round(seconds, 3) for seconds, _, _ in recognizer.heard] == [3.0, 20.0, 20.0, 20.0, 4.0]
+    assert [context for _, _, context in recognizer.heard] == ["", "", "one two", "one two three", ""]
+    assert {language for _, language, _ in recognizer.heard} == {"en"}
+
+
+def test_offline_cascade_is_refused_for_a_text_agent_and_for_an_agent_without_recogniser(tmp_path, talks, capsys):
+    import argparse
+
+    from agents.evaluation import offline
+    from agents.evaluation.command import run_specs
+
+    args = argparse.Namespace(name=None, agent="agents.alignatt4llm:TextAgent", set=[], config=None, sweep=[], jobs=1,
+                              offline=False, offline_cascade=True, offline_only=False)
+    with pytest.raises(ValueError, match="--offline-cascade needs a speech agent"):
+        run_specs(args, runs.TEXT)
+    speech = argparse.Namespace(**{**vars(args), "agent": "agents.alignatt4llm:Agent", "offline_only": True})
+    assert [spec.kind for spec in run_specs(speech, runs.SPEECH)] == [runs.OFFLINE_CASCADE]  # no streamed run
+    with pytest.raises(ValueError, match="add --offline"):
+        run_specs(argparse.Namespace(**{**vars(speech), "offline_cascade": False}), runs.SPEECH)
+    assert offline.main(["--agent", "agents.alignatt4llm:TextAgent", "--segments", str(talks["segments"]),
+                         "--source-lang", "en", "--target-lang", "de", "--out", str(tmp_path / "o.txt")]) == 2
+    assert "--segments needs a speech cascade agent" in capsys.readouterr().err

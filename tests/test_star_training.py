@@ -9,7 +9,7 @@ import pytest
 from common.config import ConfigError, build_config
 from backends.star.config import StarTrainConfig
 from backends.star.data import read_tsv
-from backends.star.evaluate import word_errors
+from common.wer import word_errors
 
 
 TINY = ["--vocab-size", "60", "--dim", "32", "--heads", "2", "--encoder-layers", "1", "--semantic-layers", "1",

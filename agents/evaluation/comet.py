@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from agents.evaluation.data import EvalSet
-from agents.evaluation.runs import OFFLINE, SPEECH, RunSpec
+from agents.evaluation.runs import OFFLINE_KINDS, SPEECH, RunSpec
 from agents.evaluation.scoring import ScoringError, read_scores_tsv, unit_flags
 
 COMET_ENV_VARIABLE = "SIMULAGENTS_COMET_ENV"
@@ -49,7 +49,7 @@ def comet_scores(env: Path, spec: RunSpec, run_dir: Path, dataset: EvalSet, mode
         output = run_dir / ("comet-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", model))
         if spec.kind == SPEECH:
             inputs = ["longform", "--resegmented_hypothesis", str(run_dir / "omnisteval/instances.resegmented.jsonl")]
-        elif spec.kind == OFFLINE:
+        elif spec.kind in OFFLINE_KINDS:
             hypotheses = run_dir / "offline.jsonl"
             hypotheses.write_text("".join(json.dumps({"prediction": line}, ensure_ascii=False) + "\n" for line in
                                           (run_dir / "offline.txt").read_text(encoding="utf-8").splitlines()))

@@ -28,6 +28,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="system name in the report (default: the agent's module name)")
     parser.add_argument("--offline", action="store_true",
                         help="add the offline row: the same model translating whole source sentences")
+    parser.add_argument("--offline-cascade", action="store_true",
+                        help="speech: add the offline cascade row, the same model translating its recogniser's "
+                             "transcript of each whole segment (with its WER); the gap to the offline row is what the "
+                             "recogniser loses, the gap from it to the streamed rows what streaming loses")
+    parser.add_argument("--offline-only", action="store_true",
+                        help="run only the offline rows asked for (to add them to a folder of finished runs)")
     data_group = parser.add_argument_group("test set (MCIF dev from the shared data, or your own files)")
     data_group.add_argument("--dataset", choices=("mcif-dev",), help="MCIF dev lines (speech: synthesised with "
                             "espeak-ng on the talks' own timeline, once, into --cache)")
@@ -83,10 +89,16 @@ def run_specs(args: argparse.Namespace, kind: str) -> list[runs.RunSpec]:
     config = str(Path(args.config).resolve()) if args.config else None
     if config and not Path(config).is_file():
         raise FileNotFoundError(f"--config {args.config} does not exist; shipped operating points are in eval_configs/")
+    if args.offline_only and not (args.offline or args.offline_cascade):
+        raise ValueError("--offline-only runs only offline rows: add --offline and/or --offline-cascade")
     specs = [runs.RunSpec(system, args.agent, kind, runs.regime_label(point), {**fixed, **point}, config)
-             for point in runs.parse_sweep(args.sweep)]
+             for point in runs.parse_sweep(args.sweep) if not args.offline_only]
     if args.offline:
         specs.append(runs.RunSpec(system, args.agent, runs.OFFLINE, "offline", fixed, config))
+    if args.offline_cascade:
+        if kind != runs.SPEECH:
+            raise ValueError(f"--offline-cascade needs a speech agent; {args.agent} translates text (use --offline)")
+        specs.append(runs.RunSpec(system, args.agent, runs.OFFLINE_CASCADE, "offline-cascade", fixed, config))
     return specs
 
 

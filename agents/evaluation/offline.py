@@ -1,16 +1,27 @@
-"""The offline row: the agent's own model translating each whole source sentence (its final mode, no policy), the
-quality ceiling its simultaneous runs are read against. Run as `python -m agents.evaluation.offline`."""
+"""The offline rows: the agent's own model translating each whole source sentence (its final mode, no policy), the
+quality ceiling its simultaneous runs are read against; for a speech cascade also the offline cascade, the same model
+translating its recogniser's transcript of each whole segment. Run as `python -m agents.evaluation.offline`."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
+from typing import Iterator, TextIO
+
+import numpy as np
+
 from agents.core import StreamingTranslator
-from agents.systems.config import LLMTranslatorConfig, WaitkConfig
+from agents.systems.config import LLMTranslatorConfig, SpeechCascadeKnobs, WaitkConfig
+from common.audio import decode_audio_16k
 from common.config import ConfigError, build_config, language_arg, read_yaml
 from common.stream import SourceWord
+from common.synthetic_speech import SAMPLE_RATE, read_segments
+from policies.degenerate import first_loop_start
+
+PIECE_SECONDS = 28.0  # a recogniser hears at most 30 s at once; a longer segment is heard in equal pieces
 
 
 def offline_translator(config) -> StreamingTranslator:
@@ -33,6 +44,26 @@ def translate_whole_sentences(translator: StreamingTranslator, sentences, out) -
         out.flush()
 
 
+def transcribe_segments(recognizer, segments: Path, language: str, written: TextIO | None = None) -> Iterator[str]:
+    """The recogniser's transcript of each segment of an audio-segments YAML, heard whole, with a looping hypothesis
+    cut before its second copy as the cascade's transcript commit cuts it (each also written to `written`)."""
+    talk, audio = None, np.zeros(0, dtype=np.float32)
+    for segment in read_segments(segments):
+        wav = segments.parent / str(segment["wav"])
+        if wav != talk:  # segments come talk by talk: one talk in memory at a time
+            talk, audio = wav, decode_audio_16k(wav)
+        start = round(float(segment["offset"]) * SAMPLE_RATE)
+        heard = audio[start:start + round(float(segment["duration"]) * SAMPLE_RATE)]
+        words: list[str] = []
+        for piece in np.array_split(heard, max(1, int(np.ceil(len(heard) / (PIECE_SECONDS * SAMPLE_RATE))))):
+            words += [word.text for word in recognizer.transcribe(piece, language, context=" ".join(words))]
+        transcript = " ".join(words[:first_loop_start(words, "word")])
+        if written is not None:
+            written.write(transcript + "\n")
+            written.flush()
+        yield transcript
+
+
 def main(argv: list[str] | None = None) -> int:
     from agents.evaluation.runs import agent_class
     from agents.simulstream_cli import parse_overrides
@@ -41,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent", required=True, help="MODULE:CLASS whose config (and so model) to use")
     parser.add_argument("--config", help="the agent's YAML")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--source", required=True, type=Path, help="one source sentence per line")
+    parser.add_argument("--source", type=Path, help="one source sentence per line")
+    parser.add_argument("--segments", type=Path, help="instead of --source: an audio-segments YAML whose segments the "
+                                                      "agent's recogniser transcribes whole (the offline cascade)")
+    parser.add_argument("--transcripts", type=Path, help="with --segments: write the transcripts here")
     parser.add_argument("--source-lang", type=language_arg, required=True)
     parser.add_argument("--target-lang", type=language_arg, required=True)
     parser.add_argument("--out", required=True, type=Path)
@@ -53,13 +87,28 @@ def main(argv: list[str] | None = None) -> int:
                   "source_lang": args.source_lang, "target_lang": args.target_lang}
         # Harness-only keys (chunk size, ASR settings of a cascade) do not change the offline translation.
         config = build_config(config_class, {k: v for k, v in values.items() if k in names})
+        if (args.source is None) == (args.segments is None):
+            raise ConfigError("give either --source (sentences) or --segments (speech for the recogniser)")
+        if args.segments is not None and not isinstance(config, SpeechCascadeKnobs):
+            raise ConfigError(f"--segments needs a speech cascade agent; {args.agent} has no recogniser")
         translator = offline_translator(config)
-    except (ConfigError, ValueError) as error:
+        if args.segments is not None:
+            from backends.asr import RecognizerError, load_recognizer
+
+            try:
+                recognizer = load_recognizer(**config.recognizer_options())
+            except RecognizerError as error:
+                raise ConfigError(str(error)) from None
+    except (ConfigError, ValueError, FileNotFoundError) as error:
         print(f"offline: error: {error}", file=sys.stderr)
         return 2
-    sentences = args.source.read_text(encoding="utf-8").splitlines()
     with open(args.out, "w", encoding="utf-8") as out:
-        translate_whole_sentences(translator, sentences, out)
+        if args.source is not None:
+            translate_whole_sentences(translator, args.source.read_text(encoding="utf-8").splitlines(), out)
+            return 0
+        with open(args.transcripts or os.devnull, "w", encoding="utf-8") as written:
+            transcripts = transcribe_segments(recognizer, args.segments, config.source_lang, written)
+            translate_whole_sentences(translator, transcripts, out)
     return 0
 
 

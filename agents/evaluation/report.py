@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.evaluation.runs import OFFLINE, SPEECH, TEXT
+from agents.evaluation.runs import OFFLINE, OFFLINE_KINDS, SPEECH, TEXT
 
 RESULT_FILE = "result.json"
 METRIC_ALIASES = {"chrF": ("chrF", "CHRF"), "CHRF": ("CHRF", "chrF")}
@@ -18,7 +18,7 @@ SPEECH_COLUMNS = (("BLEU", "BLEU", 1), ("chrF", "chrF", 1), ("COMET", "COMET", 1
                   ("LongYAAL CU (s)", "LongYAAL (CU)", 1000), ("LongYAAL CA (s)", "LongYAAL (CA)", 1000),
                   ("StreamLAAL CU (s)", "StreamLAAL (CU)", 1), ("StreamLAAL CA (s)", "StreamLAAL (CA)", 1),
                   ("NE", "normalized_erasure", 1), ("RTF", "RTF", 1), ("Gate %", "gate fired (% of steps)", 1),
-                  ("Degen. %", "degenerate drafts (%)", 1))
+                  ("Degen. %", "degenerate drafts (%)", 1), ("ASR WER %", "WER (%)", 1))
 TEXT_COLUMNS = (("BLEU", "BLEU", 1), ("chrF", "chrF", 1), ("COMET", "COMET", 1), ("LAAL", "LAAL", 1),
                 ("AL", "AL", 1), ("DAL", "DAL", 1), ("AP", "AP", 1), ("YAAL", "OmniSTEval YAAL (CU)", 1),
                 ("Gate %", "gate fired (% of steps)", 1), ("Degen. %", "degenerate drafts (%)", 1))
@@ -59,7 +59,15 @@ class Result:
 def collect(out: Path) -> list[Result]:
     """Every run's result under `out/runs/`, streaming runs first (by system, then regime), offline rows last."""
     results = [Result.load(path) for path in sorted((out / "runs").glob(f"**/{RESULT_FILE}"))]
-    return sorted(results, key=lambda r: (r.kind == OFFLINE, r.target_lang, r.run["system"], r.run["regime"]))
+    return sorted(results, key=lambda r: (r.kind in OFFLINE_KINDS, r.target_lang, r.run["system"], r.kind,
+                                          r.run["regime"]))
+
+
+def offline_name(result: Result, several_systems: bool) -> str:
+    """"Offline" (gold transcripts) or "Offline cascade" (the recogniser's), named after its system when several
+    systems left offline rows in one folder."""
+    name = "Offline" if result.kind == OFFLINE else "Offline cascade"
+    return f"{name} ({result.run['system']})" if several_systems else name
 
 
 def _cell(value: float | None, divisor: float) -> str:
@@ -77,17 +85,16 @@ def table(results: list[Result]) -> str:
         if not rows:
             continue
         datasets = {r.dataset for r in rows}
-        offline = [r for r in results if r.kind == OFFLINE and r.dataset in datasets]
+        offline = [r for r in results if r.kind in OFFLINE_KINDS and r.dataset in datasets]
         used = [c for c in columns if any(r.value(c[1]) is not None for r in rows + offline)]
         lines = [f"{kind.capitalize()} (latency in {unit})", "",
                  "| Lang. | System | Reg. | " + " | ".join(c[0] for c in used) + " |",
                  "|---|---|---|" + "---|" * len(used)]
         offline_systems = {r.run["system"] for r in offline}
         for r in rows + offline:
-            system = r.run["system"]
-            if r.kind == OFFLINE:  # named after its system once several systems left an offline row in the folder
-                system = "Offline" if len(offline_systems) == 1 else f"Offline ({system})"
-            regime = "-" if r.kind == OFFLINE else r.run["regime"]
+            offline_row = r.kind in OFFLINE_KINDS
+            system = offline_name(r, len(offline_systems) > 1) if offline_row else r.run["system"]
+            regime = "-" if offline_row else r.run["regime"]
             lines.append(f"| {r.source_lang}→{r.target_lang} | {system} | {regime} | "
                          + " | ".join(_cell(r.value(metric), divisor) for _, metric, divisor in used) + " |")
         blocks.append("\n".join(lines))
@@ -136,8 +143,9 @@ def plot(results: list[Result], path: Path) -> Path | None:
                 panel.plot([x / scale for x, _ in xy], [y for _, y in xy], style, marker="o", color=color,
                            label=f"{name} {tag}")
             for r in results:
-                if r.kind == OFFLINE and r.run["system"] == system and r.target_lang == lang:
-                    panel.axhline(r.value(quality), linestyle=":", color=color, label=f"{name} offline")
+                if r.kind in OFFLINE_KINDS and r.run["system"] == system and r.target_lang == lang:
+                    dotted, label = (":", "offline") if r.kind == OFFLINE else ("-.", "offline cascade")
+                    panel.axhline(r.value(quality), linestyle=dotted, color=color, label=f"{name} {label}")
         panel.set_xlabel("LongYAAL (s)" if speech else "LAAL (source words)")
         panel.set_ylabel(label)
         panel.grid(alpha=0.3)

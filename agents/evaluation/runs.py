@@ -21,6 +21,8 @@ import yaml
 from agents.evaluation.data import EvalSet
 
 SPEECH, TEXT, OFFLINE = "speech", "text", "offline"
+OFFLINE_CASCADE = "offline-cascade"  # the model on the recogniser's transcript of each whole segment (speech only)
+OFFLINE_KINDS = (OFFLINE, OFFLINE_CASCADE)
 TQDM_COUNT = re.compile(r"\| *(\d+)/\d+ \[")  # "| 3/12 [00:41<..." in a tqdm progress bar
 
 
@@ -104,13 +106,14 @@ def regime_label(settings: dict) -> str:
     return ",".join(f"{key}={value}" for key, value in settings.items()) or "default"
 
 
+TRANSCRIPTS = "transcripts.txt"  # the offline cascade's recogniser output, one line per segment
 POLICY_LOG = "policy.jsonl"  # the policy statistics a run's LLM translator writes (`policy_log` knob)
 
 
 def with_policy_log(spec: RunSpec, run_dir: Path) -> dict:
     """The run's settings plus `policy_log` in its directory, when the agent's translator has that knob."""
     settings = dict(spec.settings)
-    if spec.kind != OFFLINE and "policy_log" not in settings:
+    if spec.kind not in OFFLINE_KINDS and "policy_log" not in settings:
         knobs = {f.name for f in dataclasses.fields(agent_class(spec.agent).config_class)}
         if "policy_log" in knobs:
             settings["policy_log"] = str(run_dir / POLICY_LOG)
@@ -144,9 +147,13 @@ def command(spec: RunSpec, dataset: EvalSet, run_dir: Path) -> list[str]:
         for key, value in settings.items():
             arguments += [f"--{key.replace('_', '-')}", str(value)]
         return arguments
-    arguments = [sys.executable, "-m", "agents.evaluation.offline", "--agent", spec.agent, "--source", str(source),
+    arguments = [sys.executable, "-m", "agents.evaluation.offline", "--agent", spec.agent,
                  "--source-lang", dataset.source_lang, "--target-lang", dataset.target_lang,
                  "--out", str(run_dir / "offline.txt")]
+    if spec.kind == OFFLINE_CASCADE:
+        arguments += ["--segments", str(dataset.segments), "--transcripts", str(run_dir / TRANSCRIPTS)]
+    else:
+        arguments += ["--source", str(source)]
     arguments += ["--config", spec.config] if spec.config else []
     for key, value in settings.items():
         arguments += ["--set", f"{key}={value}"]

@@ -1,7 +1,7 @@
 """Scores of one finished run, each from the tool the field reports it with: OmniSTEval (BLEU, chrF, LongYAAL CU
 and CA; short-form YAAL for text), simulstream's own scorers (StreamLAAL, normalized erasure, real-time factor),
-SimulEval's scores.tsv (BLEU, chrF, LAAL, AL, DAL, AP), sacrebleu for the offline row. Latencies in seconds for
-speech, in source words for text.
+SimulEval's scores.tsv (BLEU, chrF, LAAL, AL, DAL, AP), sacrebleu for the offline rows (and `common.wer` for the
+offline cascade's transcripts). Latencies in seconds for speech, in source words for text.
 
 Computation-aware latency is simulstream's and OmniSTEval's: each unit's delay is the audio heard when the chunk
 that produced it arrived plus that chunk's computation time, so CA >= CU always, and a system slower than real
@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from agents.evaluation.data import EvalSet
-from agents.evaluation.runs import OFFLINE, POLICY_LOG, SPEECH, TEXT, EvaluationError, RunSpec
+from agents.evaluation.runs import OFFLINE_KINDS, POLICY_LOG, SPEECH, TEXT, TRANSCRIPTS, EvaluationError, RunSpec
+from common.wer import word_error_rate
 
 
 class ScoringError(EvaluationError):
@@ -167,7 +168,11 @@ def score_offline(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
                            "references: the run did not finish")
     if not any(h.strip() for h in hypotheses):
         raise ScoringError(f"{run_dir.name}: every offline translation is empty; nothing to score")
-    return corpus_quality(hypotheses, list(dataset.references), dataset.target_lang)
+    scores = corpus_quality(hypotheses, list(dataset.references), dataset.target_lang)
+    transcripts = run_dir / TRANSCRIPTS
+    if transcripts.is_file() and dataset.sources:  # the offline cascade: how well the recogniser heard
+        scores["WER (%)"] = word_error_rate(transcripts.read_text(encoding="utf-8").splitlines(), dataset.sources)
+    return scores
 
 
 def policy_scores(run_dir: Path) -> dict[str, float]:
@@ -187,5 +192,5 @@ def policy_scores(run_dir: Path) -> dict[str, float]:
 
 
 def score_run(spec: RunSpec, run_dir: Path, dataset: EvalSet) -> dict[str, float]:
-    scorer = {SPEECH: score_speech, TEXT: score_text, OFFLINE: score_offline}[spec.kind]
+    scorer = score_offline if spec.kind in OFFLINE_KINDS else {SPEECH: score_speech, TEXT: score_text}[spec.kind]
     return {**scorer(run_dir, dataset), **policy_scores(run_dir)}

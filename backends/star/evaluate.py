@@ -14,18 +14,8 @@ from backends.star.encoder import FRAME_MS
 from backends.star.streaming import StreamingRecognizer
 from backends.star.text import normalize_transcript
 from backends.star.words import WordAssembler
+from common.wer import word_errors
 from policies.latency import average_lagging, differentiable_average_lagging, length_adaptive_average_lagging
-
-
-def word_errors(hypothesis: list[str], reference: list[str]) -> int:
-    """Levenshtein distance between word lists (substitutions, insertions, deletions)."""
-    previous = list(range(len(reference) + 1))
-    for i, word in enumerate(hypothesis, 1):
-        current = [i]
-        for j, target in enumerate(reference, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (word != target)))
-        previous = current
-    return previous[-1]
 
 
 def transcribe(recognizer: StreamingRecognizer, words: WordAssembler, audio, chunk_samples: int):
