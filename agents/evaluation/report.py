@@ -144,14 +144,15 @@ def plot(results: list[Result], path: Path) -> Path | None:
                            label=f"{name} {tag}")
             for r in results:
                 if r.kind in OFFLINE_KINDS and r.run["system"] == system and r.target_lang == lang:
-                    dotted, label = (":", "offline") if r.kind == OFFLINE else ("-.", "offline cascade")
-                    panel.axhline(r.value(quality), linestyle=dotted, color=color, label=f"{name} {label}")
+                    style, row = (":", "offline") if r.kind == OFFLINE else ("-.", "offline cascade")
+                    panel.axhline(r.value(quality), linestyle=style, color=color, label=f"{name} {row}")
         panel.set_xlabel("LongYAAL (s)" if speech else "LAAL (source words)")
         panel.set_ylabel(label)
         panel.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    # One legend beside both panels: inside a panel, a folder of many systems covers the points.
+    figure.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
     return path
 
