@@ -319,6 +319,26 @@ def test_offline_rows_of_several_systems_are_told_apart(tmp_path):
     assert "| en→de | Offline (alpha) | - | 10.00 |" in table and "| en→de | Offline (beta) | - | 20.00 |" in table
 
 
+def test_the_plot_draws_each_panel_against_latency_with_both_offline_rows_as_lines():
+    import matplotlib.pyplot as plt
+
+    from agents.evaluation.report import quality_latency_figure
+
+    results = [Result(runs.RunSpec("alpha", "m:C", runs.SPEECH, f"chunk={x}").to_json(), "set", "de",
+                      {"BLEU": 8.0 + x, "chrF": 38.0 + x, "LongYAAL (CU)": 1000.0 * x, "LongYAAL (CA)": 2000.0 * x})
+               for x in (1, 2)]
+    results += [Result(runs.RunSpec("alpha", "m:C", kind, kind).to_json(), "set", "de", {"BLEU": bleu, "chrF": 40.0})
+                for kind, bleu in ((runs.OFFLINE, 12.0), (runs.OFFLINE_CASCADE, 9.5))]
+    figure = quality_latency_figure(results)
+    for panel, quality in zip(figure.axes, ("BLEU", "chrF")):
+        assert (panel.get_xlabel(), panel.get_ylabel()) == ("LongYAAL (s)", quality)
+        lines = {line.get_label(): line for line in panel.get_lines()}
+        assert list(lines["alpha CU"].get_xdata()) == [1.0, 2.0] and list(lines["alpha CA"].get_xdata()) == [2.0, 4.0]
+        assert lines["alpha offline"].get_linestyle() == ":" and lines["alpha offline cascade"].get_linestyle() == "-."
+    assert list(figure.axes[0].get_lines()[-1].get_ydata()) == [9.5, 9.5]
+    plt.close(figure)
+
+
 def test_progress_is_read_from_what_the_harness_has_written(tmp_path):
     segments = ({"wav": "a.wav", "offset": 0.0, "duration": 6.0}, {"wav": "b.wav", "offset": 1.0, "duration": 3.0})
     speech = data.EvalSet("set", "en", "de", ("x", "y"), wav_list=tmp_path / "w.txt", segment_entries=segments)

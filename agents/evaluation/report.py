@@ -112,9 +112,10 @@ def tsv(results: list[Result]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def plot(results: list[Result], path: Path) -> Path | None:
+def quality_latency_figure(results: list[Result]):
     """BLEU and chrF against latency: one line per system through its operating points, CU solid and CA dashed
-    (speech), the offline quality as a dotted horizontal line. None when there is nothing streamed to plot."""
+    (speech), the offline quality as a dotted horizontal line and the offline cascade's dash-dotted. None when there
+    is nothing streamed to plot."""
     streamed = [r for r in results if r.kind in (SPEECH, TEXT)]
     if not streamed:
         return None
@@ -127,7 +128,7 @@ def plot(results: list[Result], path: Path) -> Path | None:
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     systems = sorted({(r.target_lang, r.run["system"]) for r in streamed})
-    for panel, (quality, label) in zip(axes, (("BLEU", "BLEU"), ("chrF", "chrF"))):
+    for panel, quality in zip(axes, ("BLEU", "chrF")):
         for index, (lang, system) in enumerate(systems):
             color = colors[index % len(colors)]
             points = [r for r in streamed if (r.target_lang, r.run["system"]) == (lang, system)]
@@ -147,11 +148,21 @@ def plot(results: list[Result], path: Path) -> Path | None:
                     style, row = (":", "offline") if r.kind == OFFLINE else ("-.", "offline cascade")
                     panel.axhline(r.value(quality), linestyle=style, color=color, label=f"{name} {row}")
         panel.set_xlabel("LongYAAL (s)" if speech else "LAAL (source words)")
-        panel.set_ylabel(label)
+        panel.set_ylabel(quality)
         panel.grid(alpha=0.3)
     # One legend beside both panels: inside a panel, a folder of many systems covers the points.
     figure.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     figure.tight_layout()
+    return figure
+
+
+def plot(results: list[Result], path: Path) -> Path | None:
+    """`quality_latency_figure` saved as a PNG at `path`; None when there is nothing streamed to plot."""
+    figure = quality_latency_figure(results)
+    if figure is None:
+        return None
+    import matplotlib.pyplot as plt
+
     figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
     return path
