@@ -241,7 +241,6 @@ def test_text_report_equals_simuleval_and_omnisteval_run_by_hand_with_fake_agent
     assert results["lag=3"]["scores"]["LAAL"] > results["lag=1"]["scores"]["LAAL"]
     for regime, result in results.items():
         output = out / "runs" / f"fake_agents_{regime}" / "simuleval"
-        rescored = tmp_path / f"rescored-{regime}"
         subprocess.run([BIN / "simuleval", "--score-only", "--output", output, "--quality-metrics", "BLEU", "CHRF",
                         "--latency-metrics", "LAAL", "AL", "DAL", "AP", "--user-dir", "agents/simuleval_plugins"],
                        check=True, capture_output=True, cwd=TESTS.parent, env={"PYTHONPATH": str(TESTS)})
