@@ -188,9 +188,10 @@ def test_reset_forgets_the_stream(tiny_checkpoint):
     ({"backend": "vllm"}, "backend must be one of"),
     ({"mask_k": -1}, "mask_k"),
     ({"step_words": 0}, "step_words"),
-    ({"backend": "llama_cpp", "model_dtype": "bfloat16"}, "model_dtype applies to the transformers backend"),
+    ({"backend": "llama_cpp", "model_dtype": "bfloat16"}, "model_dtype and model_device apply to the transformers"),
     ({"gguf_weights": "q5"}, "gguf_weights must be empty, auto or one of bf16"),
-    ({"backend": "hf", "gguf_weights": "bf16"}, "with backend llama_cpp"),
+    ({"backend": "hf", "gguf_weights": "bf16"}, "applies to backend llama_cpp only"),
+    ({"n_ctx": 8}, "n_ctx >= 64"),
 ])
 def test_bad_configuration_is_refused(values, message):
     with pytest.raises(ConfigError, match=message):

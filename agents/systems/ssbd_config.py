@@ -9,7 +9,6 @@ from agents.systems.config import (
     LLMTranslatorConfig,
     SpeechCascadeKnobs,
 )
-from backends.llama_cpp import AUTO_WEIGHTS, WEIGHT_TYPES
 from common.config import ConfigError, knob, with_default
 
 BACKENDS = ("llama_cpp", "hf")  # SSBD verifies drafts on these runtimes (backends.choice names them)
@@ -41,15 +40,7 @@ class SSBDConfig(LLMTranslatorConfig, DraftBackendKnob):
             raise ConfigError(f"mask_k must be >= 0, got {self.mask_k}")
         if self.step_words < 1:
             raise ConfigError(f"step_words must be >= 1, got {self.step_words}")
-        if self.n_threads < 0 or self.n_ctx < 64:
-            raise ConfigError(f"n_threads must be >= 0 and n_ctx >= 64, got {self.n_threads} and {self.n_ctx}")
-        if self.gguf_weights and (self.backend != "llama_cpp" or self.gguf_weights not in (*WEIGHT_TYPES,
-                                                                                            AUTO_WEIGHTS)):
-            raise ConfigError(f"gguf_weights must be empty, auto or one of {', '.join(WEIGHT_TYPES)}, with backend "
-                              f"llama_cpp; got {self.gguf_weights!r} with backend {self.backend!r}")
-        if self.backend == "llama_cpp" and self.model_dtype != "float32":
-            raise ConfigError("model_dtype applies to the transformers backend; llama_cpp runs the GGUF's own "
-                              "quantization (leave model_dtype at float32)")
+        self.validate_backend()  # gguf_weights, threads, context and dtype, as for every drafting runtime
 
 
 @dataclass(frozen=True)
