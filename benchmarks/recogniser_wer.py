@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import soundfile
 
 from backends.asr import WHISPER_WINDOWS, load_recognizer
-from common.synthetic_speech import SAMPLE_RATE, read_segments
+from common.synthetic_speech import SAMPLE_RATE, read_segments, segment_audio
 from common.wer import normalise_words, word_errors
 from policies.degenerate import first_loop_start
 
@@ -53,15 +52,7 @@ def main() -> None:
     seconds = dict.fromkeys(windows, 0.0)
     end_shifts: dict[str, list[float]] = {window: [] for window in windows[1:]}
     reference_words, audio_seconds = 0, 0.0
-    audio_cache: dict[Path, object] = {}
-    for index, (segment, transcript) in enumerate(zip(segments, transcripts)):
-        wav = (args.segments.parent / segment["wav"]).resolve()
-        if wav not in audio_cache:
-            audio_cache[wav], rate = soundfile.read(str(wav), dtype="float32")
-            if rate != SAMPLE_RATE:
-                sys.exit(f"{wav}: {rate} Hz; this benchmark reads 16 kHz test sets (simulagents eval writes them)")
-        start = int(float(segment["offset"]) * SAMPLE_RATE)
-        audio = audio_cache[wav][start:start + int(float(segment["duration"]) * SAMPLE_RATE)]
+    for index, ((_, audio), transcript) in enumerate(zip(segment_audio(args.segments), transcripts)):
         reference = normalise_words(transcript)
         reference_words += len(reference)
         audio_seconds += len(audio) / SAMPLE_RATE

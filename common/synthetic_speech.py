@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,6 +102,21 @@ def read_segments(path: str | Path) -> list[dict]:
         if not (isinstance(segment, dict) and {"wav", "offset", "duration"} <= set(segment)):
             raise ValueError(f"{path}: entry {number} is not a {{wav, offset, duration}} mapping: {segment!r}")
     return segments
+
+
+def segment_audio(segments: str | Path) -> Iterator[tuple[dict, np.ndarray]]:
+    """Each entry of an audio-segments YAML with its audio (mono float32 at 16 kHz), read talk by talk: one talk's
+    wav (relative to the YAML's folder) in memory at a time."""
+    from common.audio import decode_audio_16k
+
+    segments = Path(segments)
+    talk, audio = None, np.zeros(0, dtype=np.float32)
+    for segment in read_segments(segments):
+        wav = segments.parent / str(segment["wav"])
+        if wav != talk:
+            talk, audio = wav, decode_audio_16k(wav)
+        start = round(float(segment["offset"]) * SAMPLE_RATE)
+        yield segment, audio[start:start + round(float(segment["duration"]) * SAMPLE_RATE)]
 
 
 def synthesize_long_form(lines: Sequence[str], segments: Sequence[dict], out_dir: str | Path, voice: str = "en-us",

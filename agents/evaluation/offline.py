@@ -4,21 +4,20 @@ translating its recogniser's transcript of each whole segment. Run as `python -m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
-import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-
-from typing import Iterator, TextIO
+from typing import TextIO
 
 import numpy as np
 
 from agents.core import StreamingTranslator
 from agents.systems.config import LLMTranslatorConfig, SpeechCascadeKnobs, WaitkConfig
-from common.audio import decode_audio_16k
 from common.config import ConfigError, build_config, language_arg, read_yaml
 from common.stream import SourceWord
-from common.synthetic_speech import SAMPLE_RATE, read_segments
+from common.synthetic_speech import SAMPLE_RATE, segment_audio
 from policies.degenerate import first_loop_start
 
 PIECE_SECONDS = 28.0  # a recogniser hears at most 30 s at once; a longer segment is heard in equal pieces
@@ -47,13 +46,7 @@ def translate_whole_sentences(translator: StreamingTranslator, sentences, out) -
 def transcribe_segments(recognizer, segments: Path, language: str, written: TextIO | None = None) -> Iterator[str]:
     """The recogniser's transcript of each segment of an audio-segments YAML, heard whole, with a looping hypothesis
     cut before its second copy as the cascade's transcript commit cuts it (each also written to `written`)."""
-    talk, audio = None, np.zeros(0, dtype=np.float32)
-    for segment in read_segments(segments):
-        wav = segments.parent / str(segment["wav"])
-        if wav != talk:  # segments come talk by talk: one talk in memory at a time
-            talk, audio = wav, decode_audio_16k(wav)
-        start = round(float(segment["offset"]) * SAMPLE_RATE)
-        heard = audio[start:start + round(float(segment["duration"]) * SAMPLE_RATE)]
+    for _, heard in segment_audio(segments):
         words: list[str] = []
         for piece in np.array_split(heard, max(1, int(np.ceil(len(heard) / (PIECE_SECONDS * SAMPLE_RATE))))):
             words += [word.text for word in recognizer.transcribe(piece, language, context=" ".join(words))]
@@ -106,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.source is not None:
             translate_whole_sentences(translator, args.source.read_text(encoding="utf-8").splitlines(), out)
             return 0
-        with open(args.transcripts or os.devnull, "w", encoding="utf-8") as written:
+        with contextlib.ExitStack() as files:
+            written = files.enter_context(open(args.transcripts, "w", encoding="utf-8")) if args.transcripts else None
             transcripts = transcribe_segments(recognizer, args.segments, config.source_lang, written)
             translate_whole_sentences(translator, transcripts, out)
     return 0
