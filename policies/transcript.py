@@ -28,6 +28,8 @@ INITIALS = re.compile(r"(?:[^\W\d_]\.)+")
 # Languages that write ordinals as a number and a full stop ("am 3. Mai", "3. května"): there "3." ends no sentence.
 ORDINAL_DOT_LANGUAGES = frozenset({"de", "cs", "sk", "pl", "da", "no", "nb", "fi", "hu", "sl", "hr", "sr", "tr"})
 ORDINAL = re.compile(r"\d+\.")
+COMMIT_AGREEMENTS = ("words", "sentence_end")  # see TranscriptStabilizer
+SENTENCE_END_TOLERANCE = 0.5  # seconds between two hypotheses' end times of what is one sentence end
 
 
 def ends_sentence(word: str, lang: str | None = None) -> bool:
@@ -63,6 +65,18 @@ def agreed_prefix_length(previous: Sequence[TimedWord], current: Sequence[TimedW
             break
         length += 1
     return length
+
+
+def agreed_sentence_end(previous: Sequence[TimedWord], current: Sequence[TimedWord], tolerance: float) -> int:
+    """How many leading words of `current` end at its latest sentence end that `previous` also has: a word of both
+    that ends a sentence, ending within `tolerance` seconds of each other (same time base). 0 if there is none.
+    The words before it need not agree: the recogniser may still reword them, the boundary stands."""
+    previous_ends = [word.end for word in previous if ends_sentence(word.text)]
+    for index in range(len(current) - 1, -1, -1):
+        word = current[index]
+        if ends_sentence(word.text) and any(abs(end - word.end) <= tolerance for end in previous_ends):
+            return index + 1
+    return 0
 
 
 def split_sentences(words: Sequence[SourceWord]) -> list[list[SourceWord]]:
@@ -117,15 +131,25 @@ class TranscriptStabilizer:
     sentence being spoken (the translator still reads them; they are committed with their sentence), but their audio
     is cut, so the recogniser re-transcribes at most about R seconds at each chunk and gets the frozen words as
     `context` instead (whisper_streaming's prompt of committed text). R = 0 freezes nothing.
+
+    `commit_agreement` says what two hypotheses must agree on before a sentence is committed: "words" (every word up
+    to its end, as written: LocalAgreement-2) or "sentence_end" (that, or just the sentence end: a sentence end in
+    both at the same time, within SENTENCE_END_TOLERANCE seconds; the latest hypothesis' words up to it are
+    committed). Whisper keeps rewording words seconds after they were spoken ("oral models" / "neural models"), so
+    with "words" a long sentence often waits for several chunks after its end.
     """
 
-    def __init__(self, max_tail_seconds: float = 20.0, retranscribe_seconds: float = 0.0):
+    def __init__(self, max_tail_seconds: float = 20.0, retranscribe_seconds: float = 0.0,
+                 commit_agreement: str = "words"):
+        if commit_agreement not in COMMIT_AGREEMENTS:
+            raise ValueError(f"commit_agreement must be one of {', '.join(COMMIT_AGREEMENTS)}, got {commit_agreement!r}")
         if not max_tail_seconds > 0:
             raise ValueError(f"max_tail_seconds must be > 0, got {max_tail_seconds}")
         if retranscribe_seconds < 0:
             raise ValueError(f"retranscribe_seconds must be >= 0 (0: off), got {retranscribe_seconds}")
         self.max_tail_seconds = max_tail_seconds
         self.retranscribe_seconds = retranscribe_seconds
+        self.commit_agreement = commit_agreement
         self.reset()
 
     def reset(self) -> None:
@@ -172,6 +196,9 @@ class TranscriptStabilizer:
             agreed_words = agreed_prefix_length(self.previous, hypothesis)
             agreed = min(frozen + agreed_words, len(words) - 1)
             commit = max((i + 1 for i in range(agreed) if ends_sentence(words[i].text)), default=0)
+            if self.commit_agreement == "sentence_end":
+                boundary = agreed_sentence_end(self.previous, hypothesis[:-1], SENTENCE_END_TOLERANCE)
+                commit = max(commit, frozen + boundary if boundary else 0)
             now = self.tail_start + tail_seconds
             if commit == 0 and now - self.live_start > self.max_tail_seconds:
                 keep_from = now - self.max_tail_seconds / 2  # absolute

@@ -370,3 +370,15 @@ def test_fake_asr_frozen_words_shorten_the_audio_but_stay_in_the_sentence(tiny_l
     translator.flush()
     assert [[w.text for w in s] for s in translator.committed_sentences] == [sentence]
     assert translator.translator.steps[-1].final and translator.transcript == " ".join(sentence)
+
+
+def test_fake_asr_commit_agreement_reaches_the_transcript_commit_and_is_checked(tiny_lm):
+    from common.config import ConfigError
+
+    with pytest.raises(ConfigError, match="commit_agreement must be one of words, sentence_end"):
+        CascadeConfig(model="unused", commit_agreement="boundary").validate()
+    config = CascadeConfig(model="unused", commit_agreement="sentence_end", border=1, median_width=3)
+    config.validate()
+    translator = CascadeTranslator(TimelineRecognizer(), AlignAttTranslator(tiny_lm, config, HeadSet(((0, 0),))),
+                                   config)
+    assert translator.stabilizer.commit_agreement == "sentence_end"

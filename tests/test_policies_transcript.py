@@ -9,6 +9,7 @@ from policies.transcript import (
     TranscriptStabilizer,
     TranscriptUpdate,
     agreed_prefix_length,
+    agreed_sentence_end,
     ends_sentence,
     strip_unconfirmed_end,
 )
@@ -47,6 +48,41 @@ def test_agreed_prefix_compares_words_as_written():
     assert agreed_prefix_length(timed("a b c"), timed("a b d")) == 2
     assert agreed_prefix_length(timed("a b c"), timed("a b c. d")) == 2
     assert agreed_prefix_length([], timed("a")) == 0
+
+
+def test_agreed_sentence_end_needs_a_sentence_end_at_the_same_time_in_both():
+    before = timed("As shown we use oral models. Existing")
+    assert agreed_sentence_end(before, timed("As shown we use neural models. Existing work"), 0.5) == 6
+    assert agreed_sentence_end(before, timed("As shown we use neural models, existing work"), 0.5) == 0
+    # The same words, but the sentence ends one word (0.5 s) later: a tolerance below that tells them apart.
+    later = timed("As shown we use oral models too. Existing")
+    assert agreed_sentence_end(before, later, 0.4) == 0 and agreed_sentence_end(before, later, 0.5) == 7
+    # The latest agreed sentence end counts; none in the previous hypothesis, none agreed.
+    assert agreed_sentence_end(timed("A bee. C dee. E"), timed("A ex. C why. E eff"), 0.1) == 4
+    assert agreed_sentence_end(timed("A bee see dee"), timed("A bee. See dee"), 0.5) == 0
+
+
+@pytest.mark.parametrize("agreement,committed", [("words", []), ("sentence_end", [["As", "shown", "we", "use",
+                                                                                   "neural", "models."]])])
+def test_a_reworded_sentence_is_committed_at_its_agreed_end_only_with_sentence_end(agreement, committed):
+    stabilizer = TranscriptStabilizer(commit_agreement=agreement)
+    stabilizer.update(timed("As shown we use oral models. Existing"), 3.5)
+    update = stabilizer.update(timed("As shown we use neural models. Existing work"), 4.0)
+    assert [[w.text for w in s] for s in update.committed_sentences] == committed
+    live = ["Existing", "work"] if committed else ["As", "shown", "we", "use", "neural", "models.", "Existing", "work"]
+    assert [w.text for w in update.live_words] == live
+    if committed:  # the cut lies after the committed sentence and times stay absolute
+        assert update.cut_seconds == pytest.approx(3.0) and update.live_words[0].end_time == pytest.approx(3.5)
+
+
+def test_sentence_end_agreement_still_waits_for_the_next_word_and_for_both_hypotheses():
+    stabilizer = TranscriptStabilizer(commit_agreement="sentence_end")
+    assert stabilizer.update(timed("It rose. Then"), 2.0).committed_sentences == ()  # one hypothesis only
+    stabilizer = TranscriptStabilizer(commit_agreement="sentence_end")
+    stabilizer.update(timed("It rose."), 1.0)
+    assert stabilizer.update(timed("It grew."), 1.0).committed_sentences == ()  # no word after the end yet
+    with pytest.raises(ValueError, match="commit_agreement must be one of words, sentence_end"):
+        TranscriptStabilizer(commit_agreement="boundary")
 
 
 def test_nothing_is_committed_before_two_hypotheses_agree_on_a_sentence_end():

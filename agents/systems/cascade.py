@@ -28,7 +28,8 @@ class CascadeTranslator(SpeechStreamingTranslator):
         self.recognizer = recognizer
         self.translator = translator
         self.config = config
-        self.stabilizer = TranscriptStabilizer(config.max_tail_seconds, config.retranscribe_seconds)
+        self.stabilizer = TranscriptStabilizer(config.max_tail_seconds, config.retranscribe_seconds,
+                                               config.commit_agreement)
         self.append_only = translator.append_only  # a re-translating text translator makes the cascade retract
         self.reset()
 

@@ -190,6 +190,9 @@ class SpeechCascadeKnobs:
     retranscribe_seconds: float = knob(0.0, "shorten a tail longer than this before its sentence ends: agreed "
                                             "words that ended more than half of it before now are frozen (kept, "
                                             "no longer re-transcribed, given to the recogniser as context); 0: off")
+    commit_agreement: str = knob("words", "what two consecutive hypotheses must agree on to commit a sentence: words "
+                                          "(every word up to its end: LocalAgreement-2) or sentence_end (that, or "
+                                          "only its end, at the same time within 0.5 s; the latest words are kept)")
 
     def recognizer_options(self) -> dict:
         """The keyword arguments of `backends.asr.load_recognizer` (all that affect loading, so also the key under
@@ -199,6 +202,7 @@ class SpeechCascadeKnobs:
 
     def validate_speech(self) -> None:
         from backends.asr import RECOGNIZERS, WHISPER_WINDOWS
+        from policies.transcript import COMMIT_AGREEMENTS
 
         if self.asr not in RECOGNIZERS:
             raise ConfigError(f"asr must be one of {', '.join(RECOGNIZERS)}, got {self.asr!r}")
@@ -213,6 +217,9 @@ class SpeechCascadeKnobs:
         if not 0 < self.max_tail_seconds <= 28:
             raise ConfigError(f"max_tail_seconds must be in (0, 28] (recognisers see at most 30 s), got "
                               f"{self.max_tail_seconds}")
+        if self.commit_agreement not in COMMIT_AGREEMENTS:
+            raise ConfigError(f"commit_agreement must be one of {', '.join(COMMIT_AGREEMENTS)}, got "
+                              f"{self.commit_agreement!r}")
         if self.retranscribe_seconds and not 1 <= self.retranscribe_seconds <= self.max_tail_seconds:
             raise ConfigError(f"retranscribe_seconds must be 0 (off) or between 1 and max_tail_seconds "
                               f"({self.max_tail_seconds}), got {self.retranscribe_seconds}")
