@@ -1,5 +1,5 @@
-"""How soon the speech cascade commits a sentence, and how well: one talk through the recogniser and the transcript
-commit (`policies.transcript`) chunk by chunk, once per `commit_agreement` rule, the rules' streams advanced in turn.
+"""How soon the speech cascade commits a sentence, and how well: one talk through the speech cascade
+(`CascadeTranslator`: recogniser and transcript commit) with no MT, once per `commit_agreement` rule, advanced in turn.
 
     python benchmarks/transcript_commit.py --wav TALK.wav --transcripts TALK.txt --lang en
         [--chunk 1.0] [--agreements words sentence_end] [--retranscribe-seconds 0] [--minutes M]
@@ -18,39 +18,73 @@ from pathlib import Path
 
 import numpy as np
 
+from agents.systems.cascade import CascadeTranslator
+from agents.systems.config import CascadeConfig
 from backends.asr import load_recognizer
 from common.audio import decode_audio_16k
+from common.stream import Emission
 from common.wer import normalise_words, word_errors
-from policies.transcript import COMMIT_AGREEMENTS, TranscriptStabilizer
+from policies.transcript import COMMIT_AGREEMENTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu import cpu_summary  # noqa: E402
 
-SAMPLE_RATE = 16_000
+SAMPLE_RATE = CascadeTranslator.SAMPLE_RATE
+
+
+class TimedRecognizer:
+    """The recogniser, timed: seconds spent and the length of every tail it was given."""
+
+    def __init__(self, recognizer):
+        self.recognizer = recognizer
+        self.seconds = 0.0
+        self.tails: list[float] = []
+
+    def transcribe(self, audio: np.ndarray, language: str, context: str = ""):
+        started = time.perf_counter()
+        words = self.recognizer.transcribe(audio, language, context)
+        self.seconds += time.perf_counter() - started
+        self.tails.append(len(audio) / SAMPLE_RATE)
+        return words
+
+
+class NoTranslation:
+    """A segment translator that writes nothing: only the cascade's recogniser and transcript commit run."""
+
+    target_unit = "word"
+    append_only = True
+
+    def reset(self) -> None:
+        pass
+
+    def revise(self, words, now=None, hold_back=0.0) -> Emission:
+        return Emission()
+
+    def finish_segment(self, words) -> Emission:
+        return Emission()
 
 
 class Stream:
-    """One rule's stream: its own tail, commit state and counts."""
+    """One rule's stream: the production cascade (`CascadeTranslator`) with its own commit state, and when each
+    sentence was committed (stream time; None for the sentences the final flush commits)."""
 
-    def __init__(self, agreement: str, max_tail_seconds: float, retranscribe_seconds: float):
-        self.agreement = agreement
-        self.stabilizer = TranscriptStabilizer(max_tail_seconds, retranscribe_seconds, agreement)
-        self.tail = np.zeros(0, np.float32)
-        self.committed: list[tuple[float, tuple]] = []  # (stream time at commit, sentence)
-        self.tails: list[float] = []
-        self.recognizer_seconds = 0.0
+    def __init__(self, recognizer, config: CascadeConfig):
+        self.agreement = config.commit_agreement
+        self.recognizer = TimedRecognizer(recognizer)
+        self.cascade = CascadeTranslator(self.recognizer, NoTranslation(), config)
+        self.committed: list[tuple[float | None, tuple]] = []
 
-    def step(self, recognizer, chunk: np.ndarray, now: float, lang: str, final: bool = False) -> None:
-        self.tail = np.concatenate([self.tail, chunk])
-        if not len(self.tail):
-            return
-        started = time.perf_counter()
-        hypothesis = recognizer.transcribe(self.tail, lang, self.stabilizer.context)
-        self.recognizer_seconds += time.perf_counter() - started
-        self.tails.append(len(self.tail) / SAMPLE_RATE)
-        update = self.stabilizer.update(hypothesis, len(self.tail) / SAMPLE_RATE, final=final)
-        self.tail = self.tail[round(update.cut_seconds * SAMPLE_RATE):]
-        self.committed += [(None if final else now, sentence) for sentence in update.committed_sentences]
+    def feed(self, chunk: np.ndarray | None) -> None:
+        """Feed one chunk of audio; None ends the stream."""
+        before = self.cascade.sentences_committed
+        if chunk is None:
+            self.cascade.flush()
+        else:
+            self.cascade.feed_audio(chunk)
+        new = self.cascade.sentences_committed - before
+        if new:
+            at = None if chunk is None else self.cascade.now
+            self.committed += [(at, sentence) for sentence in list(self.cascade.committed_sentences)[-new:]]
 
 
 def main() -> None:
@@ -74,22 +108,20 @@ def main() -> None:
         audio = audio[: int(args.minutes * 60 * SAMPLE_RATE)]
     reference = normalise_words(" ".join(args.transcripts.read_text(encoding="utf-8").splitlines()))
     recognizer = load_recognizer(args.asr, args.asr_model)
-    streams = [Stream(agreement, args.max_tail_seconds, args.retranscribe_seconds) for agreement in args.agreements]
+    streams = []
+    for agreement in args.agreements:
+        config = CascadeConfig(model="unused", source_lang=args.lang, min_start_seconds=args.min_start_seconds,
+                               max_tail_seconds=args.max_tail_seconds, commit_agreement=agreement,
+                               retranscribe_seconds=args.retranscribe_seconds)
+        config.validate_speech()
+        streams.append(Stream(recognizer, config))
     print(f"talk: {args.wav.name}, {len(audio) / SAMPLE_RATE / 60:.1f} min; chunk {args.chunk} s; "
           f"retranscribe_seconds {args.retranscribe_seconds}")
     print(cpu_summary())
     step = round(args.chunk * SAMPLE_RATE)
-    pending = np.zeros(0, np.float32)
-    for start in range(0, len(audio), step):
-        pending = np.concatenate([pending, audio[start:start + step]])
-        now = min(start + step, len(audio)) / SAMPLE_RATE
-        if now < args.min_start_seconds:
-            continue
+    for start in [*range(0, len(audio), step), None]:
         for stream in streams:
-            stream.step(recognizer, pending, now, args.lang)
-        pending = np.zeros(0, np.float32)
-    for stream in streams:
-        stream.step(recognizer, pending, len(audio) / SAMPLE_RATE, args.lang, final=True)
+            stream.feed(None if start is None else audio[start:start + step])
 
     print(f"{'commit_agreement':>16} | {'WER':>6} | sentences | delay mean / median | mean tail | recogniser")
     for stream in streams:
@@ -97,8 +129,8 @@ def main() -> None:
         delays = [at - sentence[-1].end_time for at, sentence in stream.committed if at is not None]
         wer = 100 * word_errors(words, reference) / max(1, len(reference))
         print(f"{stream.agreement:>16} | {wer:5.1f}% | {len(stream.committed):9d} | "
-              f"{np.mean(delays):6.2f} s / {np.median(delays):5.2f} s | {np.mean(stream.tails):7.1f} s | "
-              f"{stream.recognizer_seconds:8.1f} s")
+              f"{np.mean(delays):6.2f} s / {np.median(delays):5.2f} s | {np.mean(stream.recognizer.tails):7.1f} s | "
+              f"{stream.recognizer.seconds:8.1f} s")
 
 
 if __name__ == "__main__":
