@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install demo test test-fast comet-env vllm-env clean
+.PHONY: install demo test test-fast gpu-check comet-env vllm-env clean
 
 install: $(VENV)/.installed
 
@@ -32,6 +32,12 @@ test: install vllm-env
 	$(PY) -m pytest -q --durations=10
 	# The vLLM backend's tests (tests/vllm_backend; skipped in the main venv, which has no vLLM).
 	$(VLLM_VENV)/bin/python -m pytest -q --durations=5 tests/vllm_backend
+
+# The paper's GPU path (random full-size Gemma-4 E4B + Qwen3-ASR, nothing downloaded), one table; refuses without
+# CUDA. Needs a CUDA torch in $(VENV) (`make install TORCH=` keeps one you installed) and, for the vLLM row, an
+# interpreter with a CUDA vLLM (VLLM_PYTHON=...).
+gpu-check: install
+	$(PY) benchmarks/gpu_check.py
 
 test-fast: install
 	$(PY) -m pytest -q -m "not real_model and not harness"

@@ -75,20 +75,33 @@ def capture_draft(session, prompt, budget, params):
     return draft
 
 
+def source_rows(attentions, heads, source_positions, length: int) -> list[torch.Tensor]:
+    """The last row of each head's attention matrix, at the source positions it still holds: a sliding-window
+    layer's matrix covers only the last keys of the `length` positions seen (Gemma-4, past 512 tokens)."""
+    rows = []
+    for layer, head in heads:
+        row = attentions[layer][0, head, -1]
+        offset = length - row.shape[-1]
+        held = source_positions[source_positions >= offset] - offset
+        rows.append(row[torch.as_tensor(held, device=row.device)])
+    return rows
+
+
 @torch.inference_mode()
 def time_eager(lm: CausalLM, prompt, heads, budget):
     """The naive reference: eager attention with output_attentions at every step, rows read from the matrices."""
     start, start_cpu = time.perf_counter(), time.process_time()
     with eager_attention(lm.model):
-        output = lm.model(torch.tensor([prompt.token_ids]), use_cache=True, output_attentions=True)
+        output = lm.model(torch.tensor([prompt.token_ids], device=lm.device), use_cache=True, output_attentions=True)
         cache, tokens = output.past_key_values, []
         while len(tokens) < budget:
             token = int(output.logits[0, -1].argmax())
             if token in lm.stop_token_ids:
                 break
             tokens.append(token)
-            output = lm.model(torch.tensor([[token]]), past_key_values=cache, use_cache=True, output_attentions=True)
-            _ = torch.stack([output.attentions[l][0, h, -1, prompt.source_positions] for l, h in heads])
+            output = lm.model(torch.tensor([[token]], device=lm.device), past_key_values=cache, use_cache=True,
+                              output_attentions=True)
+            _ = source_rows(output.attentions, heads, prompt.source_positions, len(prompt.token_ids) + len(tokens))
     return time.perf_counter() - start, time.process_time() - start_cpu, len(tokens)
 
 

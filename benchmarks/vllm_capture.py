@@ -12,6 +12,8 @@ import argparse
 import statistics
 import time
 
+import torch
+
 from alignatt_capture import prompts  # benchmarks/alignatt_capture.py: the same prompts as the transformers run
 
 from agents.systems.config import AlignAttConfig
@@ -43,6 +45,8 @@ def main() -> None:
     args = parser.parse_args()
     heads = resolve_heads(AlignAttConfig(model=args.model)).heads
     engine = dict(max_model_len=2048, enforce_eager=not args.compile)
+    if torch.cuda.is_available():  # two engines share the GPU (vLLM would give the first 90% of its memory)
+        engine["gpu_memory_utilization"] = 0.4
     plain = VLLMCausalLM.load(args.model, **engine)
     capturing = VLLMCausalLM.load(args.model, capture_heads=heads, **engine)
     built = prompts(PromptBuilder(plain.tokenizer, "en", "de"), args.prompts, args.context_sentences)

@@ -47,17 +47,22 @@ def test_replay_equals_eager_attention_and_decisions_agree(tiny_lm):
     builder = PromptBuilder(lm.tokenizer, "en", "de")
     session = lm.session(heads)
     # Successive steps share the cached prefix (source grows, target prefix changes): replay must stay exact.
-    for words, prefix in [(SOURCE[:9], ""), (SOURCE[:14], "der"), (SOURCE, "der Ausschuss hat")]:
+    # (Prefixes after which no tiny model ends its draft at once: an empty draft would compare nothing.)
+    for words, prefix in [(SOURCE[:9], ""), (SOURCE[:14], "der Ausschuss"), (SOURCE, "der Ausschuss hat")]:
         prompt = builder.build(words, prefix)
         window = getattr(lm.model.config, "sliding_window", None)
         if arch in ("gemma4", "gemma3", "qwen3"):
             assert len(prompt.token_ids) > 2 * window, "prompt must cross the sliding window"
         draft = session.draft(prompt.token_ids, 10)
+        assert draft.tokens
         replayed = draft.source_attention(prompt.source_positions)
         reference = eager_source_attention(
             lm.model, prompt.token_ids + draft.tokens, heads, list(draft.positions), prompt.source_positions)
         assert replayed.shape == reference.shape == (len(draft.tokens), len(heads), len(prompt.source_positions))
-        assert_replay_matches_reference(replayed, reference, prompt)
+        # 2.5e-4: the float32 SDPA forward (captured) and the float32 eager one (reference) drift apart by up to
+        # 1.2e-4 on the tiny Gemma-4's last layer, a fresh session alike; a replay bug (a wrong mask or key) moves
+        # rows by 1e-2 or more, and the decisions must agree anyway.
+        assert_replay_matches_reference(replayed, reference, prompt, tolerance=2.5e-4)
 
 
 def test_prefix_reuse_gives_the_same_draft_as_a_fresh_session(tiny_lm):

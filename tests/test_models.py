@@ -40,11 +40,15 @@ PROMPT_TEXT = "In 2024 the cat sat on the mat. Die Katze saß auf der Matte. 猫
 SYSTEM = {"role": "system", "content": "Translate the English text into German."}
 USER = {"role": "user", "content": "The cat sat on the mat."}
 PARTIAL_ASSISTANT = {"role": "assistant", "content": "Die Katze"}
-GENERATION_HEADERS = {"gemma": "<start_of_turn>model\n", "chatml": "<|im_start|>assistant\n"}
+GENERATION_HEADERS = {
+    "gemma4": "<|turn>model\n<|channel>thought\n<channel|>",  # thinking off: an empty thought block
+    "gemma": "<start_of_turn>model\n",
+    "chatml": "<|im_start|>assistant\n",
+}
 
 
 def _header(arch: str) -> str:
-    return GENERATION_HEADERS["gemma" if arch.startswith("gemma") else "chatml"]
+    return GENERATION_HEADERS[arch if arch == "gemma4" else "gemma" if arch.startswith("gemma") else "chatml"]
 
 
 def _long_prompt_ids(tokenizer, length: int) -> torch.Tensor:
@@ -79,11 +83,10 @@ def test_tiny_chat_template_and_offsets(arch: str, tiny_checkpoint: Callable[[st
     prompt = tokenizer.apply_chat_template([SYSTEM, USER], tokenize=False, add_generation_prompt=True)
     assert prompt.endswith(_header(arch))
     assert SYSTEM["content"] in prompt and USER["content"] in prompt
-    prefilled = tokenizer.apply_chat_template(
-        [SYSTEM, USER, PARTIAL_ASSISTANT], tokenize=False, continue_final_message=True
-    )
-    assert prefilled == prompt + PARTIAL_ASSISTANT["content"]
-    if arch.startswith("gemma"):
+    prefilled = prompt + PARTIAL_ASSISTANT["content"]  # as backends.hf.prompt continues a translation
+    if arch == "gemma4":
+        assert prompt.startswith("<bos><|turn>system\n" + SYSTEM["content"] + "<turn|>\n")  # a native system turn
+    elif arch.startswith("gemma"):
         assert prompt.startswith("<bos><start_of_turn>user\n" + SYSTEM["content"] + "\n\n")  # system merged
     encoded = tokenizer(prefilled, add_special_tokens=False, return_offsets_mapping=True)
     offsets = encoded.offset_mapping

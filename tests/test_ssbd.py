@@ -150,7 +150,7 @@ def test_beta_zero_equals_retranslation_on_llama_cpp(weight_type):
     assert translator.stats.accepted_tokens > 0
     # The same ids as transformers: the prompt is built once, with the Hugging Face tokenizer of the same weights.
     assert translator.prompts.build(SENTENCE[:3]).token_ids == model.tokenizer.apply_chat_template(
-        translator.prompts.messages(" ".join(SENTENCE[:3]), ""), add_generation_prompt=True, tokenize=True,
+        translator.prompts.messages(" ".join(SENTENCE[:3])), add_generation_prompt=True, tokenize=True,
         return_dict=False)
 
 

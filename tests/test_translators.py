@@ -158,7 +158,7 @@ def test_local_agreement_text_agent_runs_through_simuleval_cli(tmp_path, tiny_ch
     """The text peer through SimulEval's real CLI gives what its translator gives when fed the same words."""
     from harness_runs import simuleval_text_run
 
-    model = str(tiny_checkpoint("qwen3"))
+    model = str(tiny_checkpoint("gemma4"))  # (a tiny model that writes something for both sentences)
     sources = [" ".join(SENTENCE[:8]), " ".join(SENTENCE[8:])]
     instances = simuleval_text_run(tmp_path, "agents.alignatt4llm.LocalAgreementTextAgent", sources, ["a", "b"],
                                    "--model", model, "--final-max-new-tokens", "24")
@@ -166,7 +166,7 @@ def test_local_agreement_text_agent_runs_through_simuleval_cli(tmp_path, tiny_ch
                                           LocalAgreementConfig(model=model, final_max_new_tokens=24))
     for source, instance in zip(sources, instances):
         stream(translator, source.split())
-        assert instance["prediction"] == translator.target_text
+        assert instance["prediction"] == translator.target_text and translator.target_text
 
 
 def test_policy_log_writes_each_segments_counts_and_eval_reports_the_gate_share(tiny_lm, tmp_path):

@@ -7,7 +7,9 @@ come as a pair laid out like Qwen/Qwen3-ASR-*-hf and Qwen/Qwen3-ForcedAligner-0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -113,6 +115,11 @@ TINY_CORPUS = (
 # Special tokens per chat format; the first one is the padding token (id 0).
 CHATML_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 GEMMA_SPECIAL_TOKENS = ("<pad>", "<bos>", "<start_of_turn>", "<end_of_turn>")
+# Gemma-4's control tokens (ai.google.dev "Gemma 4 prompt formatting"): <|turn> ... <turn|> turns, a thought channel
+# <|channel> ... <channel|>, and <|think|>, which switches thinking on from the top of the system turn.
+GEMMA4_SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>")
+# Qwen3 ships its thought markers as plain (not special) added tokens: decoding keeps them.
+QWEN3_THOUGHT_TOKENS = ("<think>", "</think>")
 
 # Qwen's split pattern (as in transformers' Qwen2Tokenizer). AutoTokenizer in transformers 5 loads every
 # model_type "qwen2" checkpoint as Qwen2Tokenizer whatever tokenizer_config.json says, and that class replaces the
@@ -150,19 +157,85 @@ GEMMA_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\\n' -}}{%- endif -%}"
 )
 
+# Gemma-4's documented format, in our own words: one <bos>; a native system turn (opened with <|think|> when
+# thinking is on); "model" for the assistant role, whose earlier thoughts are not shown again; and a generation
+# prompt that, with thinking off, carries an EMPTY thought block, so the model answers at once. Continuing an
+# unfinished model turn (continue_final_message) renders no such block: that prompt differs from the generation
+# prompt, which is what the real template does too.
+GEMMA4_TEMPLATE = (
+    "{{- bos_token -}}"
+    "{%- set thinking = enable_thinking is defined and enable_thinking -%}"
+    "{%- set has_system = messages and messages[0]['role'] == 'system' -%}"
+    "{%- if thinking or has_system -%}"
+    "{{- '<|turn>system\\n' -}}"
+    "{%- if thinking -%}{{- '<|think|>' -}}{%- endif -%}"
+    "{%- if has_system -%}{{- messages[0]['content'] | trim -}}{%- endif -%}"
+    "{{- '<turn|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- for message in (messages[1:] if has_system else messages) -%}"
+    "{%- if message['role'] == 'assistant' -%}"
+    "{{- '<|turn>model\\n' + (message['content'].split('<channel|>') | last | trim) + '<turn|>\\n' -}}"
+    "{%- else -%}"
+    "{{- '<|turn>' + message['role'] + '\\n' + (message['content'] | trim) + '<turn|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|turn>model\\n' -}}"
+    "{%- if not thinking -%}{{- '<|channel>thought\\n<channel|>' -}}{%- endif -%}"
+    "{%- endif -%}"
+)
+
+# Qwen3's documented format, in our own words: ChatML; with enable_thinking=false the generation prompt carries an
+# empty <think></think> block; an assistant turn after the last user turn is rendered with that (empty) block before
+# its answer, earlier assistant turns without their thoughts. Thinking is on unless asked off.
+QWEN3_TEMPLATE = (
+    "{%- set ns = namespace(last_user=-1) -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'assistant' -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if loop.index0 > ns.last_user -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
+    "{{- (message['content'].split('</think>') | last).lstrip('\\n') + '<|im_end|>\\n' -}}"
+    "{%- else -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}"
+    "{%- endif -%}"
+    "{%- endif -%}"
+)
+
 
 def build_tiny_tokenizer(arch: str) -> PreTrainedTokenizerFast:
-    """A byte-level BPE trained on TINY_CORPUS with the chat format of `arch` (Gemma style or ChatML)."""
-    gemma_style = _check_arch(arch).startswith("gemma")
-    special_tokens = GEMMA_SPECIAL_TOKENS if gemma_style else CHATML_SPECIAL_TOKENS
-    tokenizer = _train_byte_level_bpe(special_tokens, qwen_split=arch.startswith("qwen"), vocab_size=TINY_VOCAB_SIZE)
-    if gemma_style:
+    """A byte-level BPE trained on TINY_CORPUS with the chat format of `arch`: Gemma-4's and Qwen3's own (control
+    tokens and template behaviour as documented for the real models), Gemma-3 style for the other Gemmas, ChatML
+    for the rest."""
+    arch = _check_arch(arch)
+    extra_tokens: tuple[str, ...] = ()
+    if arch == "gemma4":
+        special_tokens, chat_template = GEMMA4_SPECIAL_TOKENS, GEMMA4_TEMPLATE
+        names = {"pad_token": "<pad>", "bos_token": "<bos>", "eos_token": "<eos>"}
+    elif arch.startswith("gemma"):
+        special_tokens, chat_template = GEMMA_SPECIAL_TOKENS, GEMMA_TEMPLATE
         names = {"pad_token": "<pad>", "bos_token": "<bos>", "eos_token": "<end_of_turn>"}
-        chat_template = GEMMA_TEMPLATE
     else:
+        special_tokens = CHATML_SPECIAL_TOKENS
+        chat_template = QWEN3_TEMPLATE if arch == "qwen3" else CHATML_TEMPLATE
+        extra_tokens = QWEN3_THOUGHT_TOKENS if arch == "qwen3" else ()
         names = {"pad_token": "<|endoftext|>", "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"}
-        chat_template = CHATML_TEMPLATE
+    tokenizer = _train_byte_level_bpe(special_tokens, qwen_split=arch.startswith("qwen"),
+                                      vocab_size=TINY_VOCAB_SIZE - len(extra_tokens))
+    tokenizer.add_tokens([AddedToken(token, special=False, normalized=False) for token in extra_tokens])
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, chat_template=chat_template, **names)
+
+
+def end_of_turn_token(arch: str) -> str:
+    """The token that ends an assistant turn in `arch`'s chat format."""
+    return {"gemma4": "<turn|>"}.get(arch, "<end_of_turn>" if arch.startswith("gemma") else "<|im_end|>")
 
 
 def _train_byte_level_bpe(special_tokens: tuple[str, ...], *, qwen_split: bool, vocab_size: int) -> Tokenizer:
@@ -271,7 +344,16 @@ def build_tiny_model(arch: str, *, seed: int = 0) -> tuple[PreTrainedModel, PreT
     with torch.random.fork_rng(devices=[]):  # seeds this build only, leaving the caller's RNG untouched
         torch.manual_seed(seed)
         model = model_classes[arch](config).to(torch.float32)
+    _stop_at_end_of_turn(model, tokenizer, arch)
     return model.eval(), tokenizer
+
+
+def _stop_at_end_of_turn(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, arch: str) -> None:
+    """Generation ends at end-of-sequence or end-of-turn, as the real models' generation_config.json says (Gemma-4:
+    [<eos>, <turn|>]; where the tokenizer's eos IS the end of turn, one id)."""
+    ends = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(end_of_turn_token(arch))}
+    if len(ends) > 1:
+        model.generation_config.eos_token_id = sorted(ends)
 
 
 def build_tiny_checkpoint(arch: str, out_dir: Path | str, *, seed: int = 0) -> Path:
@@ -336,6 +418,7 @@ def build_tiny_multimodal_model(arch: str, *, seed: int = 0) -> tuple[PreTrained
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = model_classes[arch](config).to(torch.float32)
+    _stop_at_end_of_turn(model, tokenizer, arch)
     return model.eval(), tokenizer
 
 
@@ -556,6 +639,111 @@ def build_tiny_vllm_checkpoint(arch: str, out_dir: Path | str, *, seed: int = 0)
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config).to(torch.float32)
     return _save(model.eval(), tokenizer, out_dir)
+
+
+# ---- The paper's models at their real configurations --------------------------------------------------------------
+# Gemma-4 E4B-it's text decoder as its config.json gives it: 42 layers of [5 sliding, 1 full] x 7, the last 18
+# reading the keys and values of earlier layers, a 512-token window, 8 query and 2 KV heads of 256 (512 on full
+# layers, with proportional RoPE on a quarter of them), per-layer input embeddings. Qwen3-ASR-1.7B is transformers'
+# Qwen3ASRConfig default (24-layer audio encoder, Qwen3-1.7B decoder) with the projector sized to that decoder;
+# the forced aligner is approximated by the same encoder before Qwen3-0.6B's decoder, with the tiny model's time
+# classes (speed depends on the sizes, not the weights; these two are close, not exact). `narrow` keeps every structural number (layers, heads, window,
+# sharing, layer types) and shrinks only widths and the vocabulary: CPU tests check the shapes `make gpu-check`
+# runs at full size.
+GEMMA4_E4B_REPO = "google/gemma-4-E4B-it"
+QWEN3_ASR_REPO = "Qwen/Qwen3-ASR-1.7B-hf"
+QWEN3_ALIGNER_REPO = "Qwen/Qwen3-ForcedAligner-0.6B-hf"
+GEMMA4_E4B_TEXT = {
+    "hidden_size": 2560,
+    "intermediate_size": 10240,
+    "num_hidden_layers": 42,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "global_head_dim": 512,
+    "num_kv_shared_layers": 18,
+    "sliding_window": 512,
+    "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 7,
+    "vocab_size": 262144,
+    "vocab_size_per_layer_input": 262144,
+    "hidden_size_per_layer_input": 256,
+    "max_position_embeddings": 131072,
+    "final_logit_softcapping": 30.0,
+    "tie_word_embeddings": True,
+}
+GEMMA4_NARROW_WIDTHS = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "head_dim": 16,
+    "global_head_dim": 32,
+    "vocab_size": TINY_VOCAB_SIZE,
+    "vocab_size_per_layer_input": TINY_VOCAB_SIZE,
+    "hidden_size_per_layer_input": 8,
+}
+QWEN3_0_6B_TEXT = {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+                   "num_key_value_heads": 8, "head_dim": 128}
+
+
+def build_paper_gemma4(*, narrow: bool, seed: int = 0, dtype: torch.dtype = torch.float32,
+                       device: str = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
+    """Gemma-4 E4B-it's text decoder at its real configuration (`narrow`: the same structure, tiny widths), random
+    weights from `seed`, built directly on `device` in `dtype`, with the tiny Gemma-4 tokenizer (its chat format)."""
+    tokenizer = build_tiny_tokenizer("gemma4")
+    values = {**GEMMA4_E4B_TEXT, **(GEMMA4_NARROW_WIDTHS if narrow else {})}
+    config = Gemma4TextConfig(**values, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                              pad_token_id=tokenizer.pad_token_id)
+    with torch.random.fork_rng(devices=[]), _default_dtype(dtype), torch.device(device):
+        torch.manual_seed(seed)
+        model = Gemma4ForCausalLM(config)
+    _stop_at_end_of_turn(model, tokenizer, "gemma4")
+    return model.eval(), tokenizer
+
+
+def build_paper_qwen3_asr(*, aligner: bool, narrow: bool, seed: int = 0, dtype: torch.dtype = torch.float32,
+                          device: str = "cpu") -> tuple[PreTrainedModel, Qwen3ASRProcessor]:
+    """Qwen3-ASR-1.7B (or, with `aligner`, Qwen3-ForcedAligner-0.6B) at its real sizes, random weights, with the
+    tiny processor (the real feature extractor and template); `narrow` is the tiny model of the tests."""
+    if narrow:
+        return build_tiny_qwen3_asr_model(aligner=aligner, seed=seed)
+    processor = build_tiny_qwen3_asr_processor(aligner=aligner)
+    tiny = build_tiny_qwen3_asr_config(processor.tokenizer, aligner=aligner)
+    defaults = Qwen3ASRConfig()
+    text = defaults.text_config.to_dict() | (QWEN3_0_6B_TEXT if aligner else {})
+    text.pop("layer_types", None)  # recomputed for the layer count
+    text |= {name: getattr(tiny.text_config, name) for name in ("pad_token_id", "eos_token_id")}
+    audio = defaults.audio_config.to_dict() | {"output_dim": text["hidden_size"]}  # the projector feeds the decoder
+    config = Qwen3ASRConfig(**{**tiny.to_dict(), "audio_config": audio, "text_config": text,
+                               "tie_word_embeddings": defaults.tie_word_embeddings})
+    model_class = Qwen3ASRForTokenClassification if aligner else Qwen3ASRForConditionalGeneration
+    with torch.random.fork_rng(devices=[]), _default_dtype(dtype), torch.device(device):
+        torch.manual_seed(seed)
+        model = model_class(config)
+    if not aligner:
+        model.generation_config = GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id)
+    return model.eval(), processor
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Parameters created inside are `dtype` from the start (a full-size model never exists in float32)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def save_into_hf_cache(model: PreTrainedModel, tokenizer, repo_id: str, hub_cache: Path | str) -> Path:
+    """Save `model` and its tokenizer/processor as the snapshot of `repo_id` in a Hugging Face hub cache laid out as
+    `hf download` leaves it (models--ORG--NAME/snapshots/COMMIT, refs/main), so loading by repo id goes through
+    the user's path; returns the snapshot directory."""
+    repo = Path(hub_cache) / ("models--" + repo_id.replace("/", "--"))
+    commit = "0" * 40
+    snapshot = _save(model, tokenizer, repo / "snapshots" / commit)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    return snapshot
 
 
 # ---- STAR --------------------------------------------------------------------------------------------------------

@@ -59,24 +59,22 @@ class PromptBuilder:
         self.system = system_template.format(**names)
         self.instruction = instruction_template.format(**names)
 
-    def messages(self, source: str, target_prefix: str) -> list[dict]:
-        messages = [
+    def messages(self, source: str) -> list[dict]:
+        return [
             {"role": "system", "content": self.system},
             {"role": "user", "content": f"{source}\n\n{self.instruction}"},
         ]
-        if target_prefix:
-            messages.append({"role": "assistant", "content": target_prefix})
-        return messages
 
     def render(self, source: str, target_prefix: str) -> str:
-        # enable_thinking=False: reasoning chat templates (Qwen3, Gemma-4) open no thought block; others ignore it.
-        return self.tokenizer.apply_chat_template(
-            self.messages(source, target_prefix),
-            tokenize=False,
-            add_generation_prompt=not target_prefix,
-            continue_final_message=bool(target_prefix),
-            enable_thinking=False,
-        )
+        """The generation prompt followed by the committed `target_prefix`: the text the model would have seen had
+        it written the prefix itself. (An unfinished assistant message rendered by the template is not that text:
+        Gemma-4's template puts its empty thought block only in the generation prompt, so a continued turn would
+        lose it after the first step.)"""
+        # enable_thinking=False: reasoning chat templates (Qwen3, Gemma-4) close the thought block before the answer
+        # begins; others ignore the flag.
+        generation_prompt = self.tokenizer.apply_chat_template(
+            self.messages(source), tokenize=False, add_generation_prompt=True, enable_thinking=False)
+        return generation_prompt + target_prefix
 
     def build(self, source_words: Sequence[str], target_prefix: str = "", map_source: bool = True
               ) -> TranslationPrompt:

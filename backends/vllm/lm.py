@@ -29,6 +29,18 @@ DTYPES = ("float32", "bfloat16", "float16")
 DEFAULT_MAX_MODEL_LEN = 4096  # positions per request (prompt + draft); sizes the KV cache and the capture buffers
 
 
+def refuse_capture_under_cuda_graphs(capture_heads, enforce_eager: bool, cuda: bool) -> None:
+    """Capture inside CUDA graphs is not verified (docs/vllm.md, "GPU / CUDA graphs": a host sync in the op and
+    stale positions of padded graph batches are still to be fixed), so it is refused rather than risk silently
+    wrong rows; compiled capture without graphs (CPU) and capture on an eager CUDA engine run."""
+    if capture_heads and cuda and not enforce_eager:
+        raise ValueError(
+            "q/k capture under CUDA graphs is not supported yet (the captured rows could be silently wrong; see "
+            "docs/vllm.md, 'GPU / CUDA graphs'): load the capturing engine with enforce_eager=True (the default); "
+            "an engine without capture_heads may use graphs"
+        )
+
+
 @dataclass
 class CapturedRows:
     """One draft's captured rows, read by `backends.hf.replay.replay_attention` (the `QKRecorder` interface)."""
@@ -93,6 +105,9 @@ class VLLMCausalLM:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         from vllm import LLM
+        from vllm.platforms import current_platform
+
+        refuse_capture_under_cuda_graphs(capture_heads, enforce_eager, current_platform.is_cuda_alike())
 
         from transformers import AutoConfig
 

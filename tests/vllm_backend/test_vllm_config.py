@@ -7,7 +7,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed here; these tests run 
 from agents.systems.config import AlignAttConfig, WaitkConfig  # noqa: E402
 from agents.systems.llm import AlignAttTranslator, WaitkTranslator  # noqa: E402
 from backends.heads import HeadSet, save_heads  # noqa: E402
-from backends.vllm.lm import VLLMCausalLM  # noqa: E402
+from backends.vllm.lm import VLLMCausalLM, refuse_capture_under_cuda_graphs  # noqa: E402
 from common.config import ConfigError  # noqa: E402
 from common.stream import SourceWord  # noqa: E402
 
@@ -50,3 +50,11 @@ def test_unknown_backend_and_int8_on_vllm_are_config_errors():
         AlignAttConfig(backend="vlm").validate()
     with pytest.raises(ConfigError, match="with backend vllm use float32"):
         WaitkConfig(backend="vllm", model_dtype="int8").validate()
+
+
+def test_capture_under_cuda_graphs_is_refused_clearly_until_it_is_verified():
+    with pytest.raises(ValueError, match="capture under CUDA graphs is not supported yet.*enforce_eager=True"):
+        refuse_capture_under_cuda_graphs(((1, 0),), enforce_eager=False, cuda=True)
+    refuse_capture_under_cuda_graphs(((1, 0),), enforce_eager=True, cuda=True)  # eager CUDA engine: captures
+    refuse_capture_under_cuda_graphs(((1, 0),), enforce_eager=False, cuda=False)  # compiled on CPU: no graphs
+    refuse_capture_under_cuda_graphs(None, enforce_eager=False, cuda=True)  # a plain engine may use graphs

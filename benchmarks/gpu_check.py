@@ -1,0 +1,283 @@
+"""`make gpu-check`: the paper's GPU path on a CUDA machine, without downloading a weight. Gemma-4 E4B-it,
+Qwen3-ASR-1.7B and its forced aligner are built at their real configurations with random weights (speed does not
+depend on the weights) and written into a Hugging Face cache, so every loader takes the path a user's cache takes.
+
+    python benchmarks/gpu_check.py [--device cuda] [--tokens 32] [--prompts 6] [--cascade-minutes 3]
+                                   [--hub-cache DIR] [--vllm-python PATH]
+    python benchmarks/gpu_check.py --narrow --device cpu    # self-test of this script: tiny widths, on CPU
+
+Prints one table: capture parity (replay vs eager attention, float32, decisions identical), capture invisibility
+(greedy tokens with and without capture), ms per draft token (plain, capture + replay + policy, eager with
+output_attentions: the paper's Fig. 7), vLLM tokens/s with and without capture (benchmarks/vllm_capture.py) with
+CUDA graphs on (or the backend's clear refusal: capture under graphs is unverified) and on an eager engine, and the
+cascade's real-time factor at 0.85 s and 1.5 s chunks with both GPU models (benchmarks/cascade_rtf.py).
+Targets (issue 21): capture <= 1.05x plain and >= 2.5x faster than eager per draft token; vLLM capture overhead
+<= 5% with graphs on; cascade RTF <= 0.5 at 0.85 s chunks.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the random-checkpoint builders live with the test fixtures
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from alignatt_capture import SENTENCES, capture_draft, plain_draft, time_eager, timed  # noqa: E402
+from tiny_checkpoints import (  # noqa: E402
+    GEMMA4_E4B_REPO,
+    QWEN3_ALIGNER_REPO,
+    QWEN3_ASR_REPO,
+    build_paper_gemma4,
+    build_paper_qwen3_asr,
+    save_into_hf_cache,
+)
+
+REFUSAL = (
+    "make gpu-check needs a CUDA GPU: torch.cuda.is_available() is False here (torch {version}, {build}). Run it on "
+    "a machine with an NVIDIA GPU and a CUDA build of torch in .venv (make install TORCH='torch==2.13.0 "
+    "--index-url https://download.pytorch.org/whl/cu128'), or self-test this script on CPU with "
+    "`python benchmarks/gpu_check.py --narrow --device cpu`."
+)
+
+
+@dataclass
+class Row:
+    check: str
+    value: str
+    target: str = ""
+    passed: bool | None = None  # None: a measurement without a target, or a check that could not run
+
+    @property
+    def verdict(self) -> str:
+        return {True: "ok", False: "FAIL", None: ""}[self.passed]
+
+
+def refuse_without_cuda(device: str) -> str | None:
+    """The refusal message when `device` is CUDA and this torch cannot reach a GPU, else None."""
+    if not device.startswith("cuda") or torch.cuda.is_available():
+        return None
+    build = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "the CPU-only build"
+    return REFUSAL.format(version=torch.__version__, build=build)
+
+
+def use_hub_cache(hub_cache: Path) -> None:
+    """Point this process and its children at `hub_cache` (nothing is downloaded: offline)."""
+    import huggingface_hub.constants
+
+    os.environ["HF_HUB_CACHE"] = str(hub_cache)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    huggingface_hub.constants.HF_HUB_CACHE = str(hub_cache)
+
+
+def build_checkpoints(hub_cache: Path, narrow: bool, device: str) -> None:
+    """The three random checkpoints, saved under their repo ids (bfloat16 at full size: 15 GB + 4 GB + 2 GB)."""
+    dtype = torch.float32 if narrow else torch.bfloat16
+    model, tokenizer = build_paper_gemma4(narrow=narrow, dtype=dtype, device=device)
+    save_into_hf_cache(model, tokenizer, GEMMA4_E4B_REPO, hub_cache)
+    del model
+    for repo, aligner in ((QWEN3_ASR_REPO, False), (QWEN3_ALIGNER_REPO, True)):
+        model, processor = build_paper_qwen3_asr(aligner=aligner, narrow=narrow, dtype=dtype, device=device)
+        save_into_hf_cache(model, processor, repo, hub_cache)
+        del model
+    free_memory()
+
+
+def free_memory() -> None:
+    """Return what a finished phase held, so the next one (or a child process) gets the GPU's memory."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def translation_prompts(builder, count: int):
+    """Whole sentences after 12 sentences of context: prompts past Gemma-4's 512-token sliding window."""
+    context = " ".join(SENTENCES * 2).split()
+    return [builder.build(context + SENTENCES[i % len(SENTENCES)].split(), "") for i in range(count)]
+
+
+def capture_rows(device: str, tokens: int) -> list[Row]:
+    """Parity and invisibility in float32 (bfloat16 kernels differ by more than the replay's error)."""
+    from alignatt_parity import assert_replay_matches_reference
+
+    from agents.systems.config import AlignAttConfig
+    from agents.systems.llm import resolve_heads
+    from backends.hf.lm import CausalLM
+    from backends.hf.prompt import PromptBuilder
+    from backends.hf.reference import eager_source_attention
+
+    lm = CausalLM.load(GEMMA4_E4B_REPO, dtype="float32", device=device)
+    heads = resolve_heads(AlignAttConfig(model=GEMMA4_E4B_REPO)).heads
+    prompt = translation_prompts(PromptBuilder(lm.tokenizer, "en", "de"), 1)[0]
+    captured = lm.session(heads).draft(prompt.token_ids, tokens)
+    plain = lm.session(None).draft(prompt.token_ids, tokens, capture=False)
+    replayed = captured.source_attention(prompt.source_positions)
+    reference = eager_source_attention(lm.model, prompt.token_ids + captured.tokens, heads,
+                                       list(captured.positions), prompt.source_positions)
+    difference = float((replayed - reference).abs().max()) if captured.tokens else float("nan")
+    try:
+        assert_replay_matches_reference(replayed, reference, prompt, tolerance=1e-3)
+        parity = True
+    except AssertionError:
+        parity = False
+    del lm
+    return [
+        Row("capture parity: replay vs eager, max abs diff", f"{difference:.2e} over {len(captured.tokens)} tokens, "
+            f"{len(heads)} heads, {len(prompt.token_ids)}-token prompt", "< 1e-3, same decisions",
+            parity and bool(captured.tokens)),
+        Row("capture invisible: greedy tokens with = without", f"{captured.tokens == plain.tokens}", "identical",
+            captured.tokens == plain.tokens),
+    ]
+
+
+def speed_rows(device: str, dtype: str, tokens: int, prompt_count: int) -> list[Row]:
+    from agents.systems.config import AlignAttConfig
+    from agents.systems.llm import resolve_heads
+    from backends.hf.lm import CausalLM
+    from backends.hf.prompt import PromptBuilder
+    from policies.alignatt import AlignAttParams
+
+    lm = CausalLM.load(GEMMA4_E4B_REPO, dtype=dtype, device=device)
+    heads = resolve_heads(AlignAttConfig(model=GEMMA4_E4B_REPO)).heads
+    built = translation_prompts(PromptBuilder(lm.tokenizer, "en", "de"), prompt_count)
+    params = AlignAttParams(border=-2)
+    plain_session, capture_session = lm.session(None), lm.session(heads)
+    runs = {
+        "plain": lambda p: timed(lambda: plain_draft(plain_session, p.token_ids, tokens)),
+        "capture": lambda p: timed(lambda: capture_draft(capture_session, p, tokens, params)),
+        "eager": lambda p: time_eager(lm, p, heads, tokens),
+    }
+    for run in runs.values():  # warm-up: kernels, allocator
+        run(built[0])
+    results = {name: [] for name in runs}
+    for prompt in built:  # interleaved, so drift hits every path alike
+        for name, run in runs.items():
+            results[name].append(run(prompt))
+    ms = {name: 1000 * sum(r[0] for r in rows) / max(1, sum(r[2] for r in rows)) for name, rows in results.items()}
+    prompt_tokens = statistics.mean(len(p.token_ids) for p in built)
+    where = f"{dtype}, {len(built)} prompts of ~{prompt_tokens:.0f} tokens, {len(heads)} heads"
+    return [
+        Row("ms/draft token, plain decoding", f"{ms['plain']:.1f} ({where})"),
+        Row("ms/draft token, capture + replay + policy", f"{ms['capture']:.1f} ({ms['capture'] / ms['plain']:.2f}x "
+            "plain)", "<= 1.05x plain", ms["capture"] <= 1.05 * ms["plain"]),
+        Row("ms/draft token, eager output_attentions", f"{ms['eager']:.1f} ({ms['eager'] / ms['capture']:.2f}x "
+            "capture)", ">= 2.5x capture", ms["eager"] >= 2.5 * ms["capture"]),
+    ]
+
+
+def vllm_python(explicit: str | None) -> str | None:
+    """The interpreter whose vLLM serves the check: --vllm-python, $VLLM_PYTHON, .venv-vllm, this one."""
+    candidates = [explicit, os.environ.get("VLLM_PYTHON"), str(ROOT / ".venv-vllm" / "bin" / "python"), sys.executable]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "-c", "import vllm, torch; assert torch.cuda.is_available()"],
+                               capture_output=True, cwd=ROOT, check=False)
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+def run_benchmark(python: str, args: list[str], timeout: float) -> str:
+    result = subprocess.run([python, *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:1])} exited {result.returncode}: {result.stderr.strip()[-600:]}")
+    return result.stdout
+
+
+def vllm_rows(explicit_python: str | None, tokens: int) -> list[Row]:
+    """Capture overhead with CUDA graphs on (or the backend's clear refusal: capture under graphs is unverified,
+    docs/vllm.md) and on an eager engine."""
+    python = vllm_python(explicit_python)
+    if python is None:
+        return [Row("vLLM capture", "not run: no interpreter with vLLM and CUDA (set --vllm-python)")]
+    rows = []
+    for mode, flags in (("graphs on", ["--compile"]), ("eager", [])):
+        try:
+            output = run_benchmark(python, ["benchmarks/vllm_capture.py", "--model", GEMMA4_E4B_REPO, *flags,
+                                            "--max-new-tokens", str(tokens)], timeout=1800)
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            refused = "capture under CUDA graphs is not supported yet" in str(error)
+            value = "refused clearly (capture under graphs unverified)" if refused else f"failed: {error}"
+            rows.append(Row(f"vLLM capture, {mode}", value, "correct or refused", refused))
+            continue
+        rates = dict(re.findall(r"^\s+(plain|capture)\s+([\d.]+)", output, re.MULTILINE))
+        ratio = float(rates["capture"]) / float(rates["plain"])
+        rows.append(Row(f"vLLM tokens/s plain / capture, {mode}", f"{rates['plain']} / {rates['capture']} "
+                        f"(overhead {100 * (1 - ratio):.1f}%)", "overhead <= 5%", ratio >= 0.95))
+    return rows
+
+
+def cascade_rows(device: str, dtype: str, minutes: float) -> list[Row]:
+    rows = []
+    for chunk, target in ((0.85, 0.5), (1.5, None)):
+        settings = [f"speech_chunk_size={chunk}", f"model_device={device}", f"asr_device={device}",
+                    f"model_dtype={dtype}", f"asr_dtype={dtype}"]
+        try:
+            output = run_benchmark(sys.executable, ["benchmarks/cascade_rtf.py", "--config", "alignatt4llm_low",
+                                                    "--minutes", str(minutes),
+                                                    *[a for s in settings for a in ("--set", s)]], timeout=3600)
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            rows.append(Row(f"cascade RTF, {chunk} s chunks", f"failed: {error}", "runs", False))
+            continue
+        rtf = float(re.search(r"real-time factor: ([\d.]+)", output).group(1))
+        first_last = re.search(r"first minute: ([\d.]+) s; last minute: ([\d.]+) s", output)
+        rows.append(Row(f"cascade RTF, {chunk} s chunks ({minutes:g} min talk)",
+                        f"{rtf:.3f} (mean chunk {first_last.group(1)} s first min, {first_last.group(2)} s last)",
+                        f"<= {target}" if target else "", rtf <= target if target else None))
+    return rows
+
+
+def print_table(rows: list[Row], device: str) -> None:
+    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU"
+    print(f"device: {name}; torch {torch.__version__}")
+    widths = [max(len(getattr(r, f)) for r in rows) for f in ("check", "value", "target")]
+    for row in rows:
+        print(f"{row.check:<{widths[0]}} | {row.value:<{widths[1]}} | {row.target:<{widths[2]}} | {row.verdict}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--narrow", action="store_true", help="the real structures at tiny widths (self-test)")
+    parser.add_argument("--tokens", type=int, default=32, help="draft tokens per prompt")
+    parser.add_argument("--prompts", type=int, default=6)
+    parser.add_argument("--cascade-minutes", type=float, default=3.0, help="0: no cascade rows")
+    parser.add_argument("--hub-cache", type=Path, help="keep the built checkpoints here (default: a temp dir)")
+    parser.add_argument("--vllm-python", help="interpreter with a CUDA vLLM (default: $VLLM_PYTHON, .venv-vllm)")
+    args = parser.parse_args(argv)
+    refusal = refuse_without_cuda(args.device)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return 2
+    dtype = "float32" if args.narrow else "bfloat16"
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
+        hub_cache = args.hub_cache or Path(scratch)
+        use_hub_cache(hub_cache)
+        print(f"building random checkpoints into {hub_cache} ...", flush=True)
+        build_checkpoints(hub_cache, args.narrow, args.device)
+        rows = capture_rows(args.device, args.tokens)
+        free_memory()
+        rows += speed_rows(args.device, dtype, args.tokens, args.prompts)
+        free_memory()
+        if args.device.startswith("cuda"):
+            rows += vllm_rows(args.vllm_python, args.tokens)
+        else:
+            rows.append(Row("vLLM capture", "not run: CUDA only"))
+        if args.cascade_minutes > 0:
+            rows += cascade_rows(args.device, dtype, args.cascade_minutes)
+    print_table(rows, args.device)
+    return 1 if any(row.passed is False for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

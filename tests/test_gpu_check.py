@@ -1,0 +1,40 @@
+"""`make gpu-check` (benchmarks/gpu_check.py): a clear refusal without a GPU, and the whole script run on CPU on the
+real model structures at tiny widths, so the check works the day a GPU is lent (nothing of it has run on one)."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+
+
+def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout, check=False)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: there is nothing to refuse")
+def test_without_a_gpu_it_refuses_and_says_what_to_do():
+    result = run()
+    assert result.returncode == 2
+    assert "needs a CUDA GPU" in result.stderr and "torch.cuda.is_available() is False" in result.stderr
+    assert "--narrow --device cpu" in result.stderr  # the self-test it offers instead
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_the_whole_check_runs_on_cpu_at_tiny_widths_and_prints_one_table():
+    result = run("--narrow", "--device", "cpu", "--tokens", "6", "--prompts", "1", "--cascade-minutes", "0.2")
+    assert result.returncode in (0, 1), result.stderr[-2000:]  # 1: a CPU misses the GPU speed targets
+    table = {line.split("|")[0].strip(): [cell.strip() for cell in line.split("|")[1:]]
+             for line in result.stdout.splitlines() if line.count("|") == 3}
+    assert table["capture parity: replay vs eager, max abs diff"][-1] == "ok"
+    assert table["capture invisible: greedy tokens with = without"] == ["True", "identical", "ok"]
+    speeds = [float(table[name][0].split()[0]) for name in table if name.startswith("ms/draft token")]
+    assert len(speeds) == 3 and all(speed > 0 for speed in speeds)
+    cascade = [name for name in table if name.startswith("cascade RTF")]
+    assert len(cascade) == 2 and all(re.match(r"\d+\.\d+ \(mean chunk", table[name][0]) for name in cascade)
+    assert table["vLLM capture"][0].startswith("not run")
