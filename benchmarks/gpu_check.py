@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the random-checkpoint builders live with the test fixtures
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from alignatt_capture import SENTENCES, capture_draft, plain_draft, time_eager, timed  # noqa: E402
+from alignatt_capture import capture_draft, plain_draft, prompts, time_eager, timed  # noqa: E402
 from tiny_checkpoints import (  # noqa: E402
     GEMMA4_E4B_REPO,
     QWEN3_ALIGNER_REPO,
@@ -100,10 +100,9 @@ def free_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def translation_prompts(builder, count: int):
-    """Whole sentences after 12 sentences of context: prompts past Gemma-4's 512-token sliding window."""
-    context = " ".join(SENTENCES * 2).split()
-    return [builder.build(context + SENTENCES[i % len(SENTENCES)].split(), "") for i in range(count)]
+# Sentences of context before each source (benchmarks/alignatt_capture.py's prompts): enough to take every prompt
+# past Gemma-4's 512-token sliding window.
+CONTEXT_SENTENCES = 12
 
 
 def capture_rows(device: str, tokens: int) -> list[Row]:
@@ -118,7 +117,8 @@ def capture_rows(device: str, tokens: int) -> list[Row]:
 
     lm = CausalLM.load(GEMMA4_E4B_REPO, dtype="float32", device=device)
     heads = resolve_heads(AlignAttConfig(model=GEMMA4_E4B_REPO)).heads
-    prompt = translation_prompts(PromptBuilder(lm.tokenizer, "en", "de"), 1)[0]
+    prompt = prompts(PromptBuilder(lm.tokenizer, "en", "de"), 1, CONTEXT_SENTENCES)[0]
+    assert len(prompt.token_ids) > 512, "the parity prompt crosses Gemma-4's sliding window"
     captured = lm.session(heads).draft(prompt.token_ids, tokens)
     plain = lm.session(None).draft(prompt.token_ids, tokens, capture=False)
     replayed = captured.source_attention(prompt.source_positions)
@@ -149,7 +149,7 @@ def speed_rows(device: str, dtype: str, tokens: int, prompt_count: int) -> list[
 
     lm = CausalLM.load(GEMMA4_E4B_REPO, dtype=dtype, device=device)
     heads = resolve_heads(AlignAttConfig(model=GEMMA4_E4B_REPO)).heads
-    built = translation_prompts(PromptBuilder(lm.tokenizer, "en", "de"), prompt_count)
+    built = prompts(PromptBuilder(lm.tokenizer, "en", "de"), prompt_count, CONTEXT_SENTENCES)
     params = AlignAttParams(border=-2)
     plain_session, capture_session = lm.session(None), lm.session(heads)
     runs = {

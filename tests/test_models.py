@@ -23,6 +23,7 @@ from tiny_checkpoints import (
     build_tiny_model,
     build_tiny_multimodal_checkpoint,
     build_tiny_multimodal_model,
+    hf_cache_snapshot,
     main,
 )
 from transformers import AutoConfig, AutoTokenizer
@@ -273,13 +274,10 @@ def test_uncached_repo_id_mentions_the_hf_cache(tmp_path: Path, monkeypatch: pyt
 def test_cached_repo_id_resolves_to_its_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_checkpoint: Callable[[str], Path]
 ) -> None:
-    repo = tmp_path / "models--simulagents-test--tiny-llama"
-    commit = "0" * 40
-    shutil.copytree(tiny_checkpoint("llama"), repo / "snapshots" / commit)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(tiny_checkpoint("llama"), hf_cache_snapshot("simulagents-test/tiny-llama", tmp_path))
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
-    assert resolve_model("simulagents-test/tiny-llama") == repo / "snapshots" / commit
+    snapshot = tmp_path / "models--simulagents-test--tiny-llama" / "snapshots" / ("0" * 40)
+    assert resolve_model("simulagents-test/tiny-llama") == snapshot
 
 
 def test_directory_without_config_is_rejected(tmp_path: Path) -> None:

@@ -734,16 +734,20 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def save_into_hf_cache(model: PreTrainedModel, tokenizer, repo_id: str, hub_cache: Path | str) -> Path:
-    """Save `model` and its tokenizer/processor as the snapshot of `repo_id` in a Hugging Face hub cache laid out as
-    `hf download` leaves it (models--ORG--NAME/snapshots/COMMIT, refs/main), so loading by repo id goes through
-    the user's path; returns the snapshot directory."""
+def hf_cache_snapshot(repo_id: str, hub_cache: Path | str) -> Path:
+    """The snapshot directory (not yet created) of `repo_id` in a Hugging Face hub cache laid out as `hf download`
+    leaves it: models--ORG--NAME/snapshots/COMMIT, with refs/main naming COMMIT (written here)."""
     repo = Path(hub_cache) / ("models--" + repo_id.replace("/", "--"))
     commit = "0" * 40
-    snapshot = _save(model, tokenizer, repo / "snapshots" / commit)
     (repo / "refs").mkdir(parents=True, exist_ok=True)
     (repo / "refs" / "main").write_text(commit)
-    return snapshot
+    return repo / "snapshots" / commit
+
+
+def save_into_hf_cache(model: PreTrainedModel, tokenizer, repo_id: str, hub_cache: Path | str) -> Path:
+    """Save `model` and its tokenizer/processor as the snapshot of `repo_id` in the hub cache `hub_cache`, so
+    loading by repo id goes through the user's path; returns the snapshot directory."""
+    return _save(model, tokenizer, hf_cache_snapshot(repo_id, hub_cache))
 
 
 # ---- STAR --------------------------------------------------------------------------------------------------------
