@@ -387,6 +387,24 @@ def test_offline_cascade_hears_each_segment_whole_in_pieces_of_at_most_28_s_and_
     assert {language for _, language, _ in recognizer.heard} == {"en"}
 
 
+@pytest.mark.parametrize("agent", ["agents.alignatt4llm:Agent", "agents.alignatt4llm:WaitkTextAgent",
+                                   "agents.ssbd:Agent"])
+def test_the_offline_row_runs_on_the_agents_own_runtime_and_prompt(agent):
+    """The offline row reads a llama.cpp agent's GGUF weights and threads, not the transformers default (it once ran
+    every agent's offline row on transformers), and its prompt layout."""
+    from agents.evaluation.offline import offline_config
+    from agents.systems.config import DraftingConfig
+
+    config = runs.agent_class(agent).config_class(
+        model="embedded", backend="llama_cpp", gguf_weights="q4_0", n_threads=1, n_ctx=1024,
+        instruction_position="before_source", max_new_tokens=9, final_max_new_tokens=99)
+    offline = offline_config(config)
+    for name in ("backend", "gguf_weights", "n_threads", "n_ctx", "instruction_position", "model",
+                 "final_max_new_tokens", "source_lang", "target_lang"):
+        assert getattr(offline, name) == getattr(config, name), name
+    assert isinstance(offline, DraftingConfig)
+
+
 def test_offline_cascade_is_refused_for_a_text_agent_and_for_an_agent_without_recogniser(tmp_path, talks, capsys):
     import argparse
 

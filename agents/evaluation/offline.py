@@ -14,7 +14,7 @@ from typing import TextIO
 import numpy as np
 
 from agents.core import StreamingTranslator
-from agents.systems.config import LLMTranslatorConfig, SpeechCascadeKnobs, WaitkConfig
+from agents.systems.config import DraftingConfig, LLMTranslatorConfig, SpeechCascadeKnobs, WaitkConfig
 from common.config import ConfigError, build_config, language_arg, read_yaml
 from common.stream import SourceWord
 from common.synthetic_speech import SAMPLE_RATE, segment_audio
@@ -23,15 +23,21 @@ from policies.degenerate import first_loop_start
 PIECE_SECONDS = 28.0  # a recogniser hears at most 30 s at once; a longer segment is heard in equal pieces
 
 
-def offline_translator(config) -> StreamingTranslator:
-    """A translator that, flushed with a whole sentence, gives the same model's whole-sentence translation."""
+def offline_config(config) -> WaitkConfig:
+    """The config of the offline translator: `config`'s model, prompt and drafting runtime (backend, GGUF weights,
+    threads), so the offline row runs the very weights and arithmetic its streamed rows run."""
     if not isinstance(config, LLMTranslatorConfig):
         raise ConfigError(f"no offline row for {type(config).__name__}: it is not an LLM translator's config")
+    own = {f.name for f in dataclasses.fields(config)}
+    shared = [f.name for f in dataclasses.fields(DraftingConfig) if f.name in own]
+    return WaitkConfig(**{name: getattr(config, name) for name in shared})
+
+
+def offline_translator(config) -> StreamingTranslator:
+    """A translator that, flushed with a whole sentence, gives the same model's whole-sentence translation."""
     from agents.systems.llm import WaitkTranslator
 
-    shared = {f.name for f in dataclasses.fields(LLMTranslatorConfig)}
-    llm_settings = {name: getattr(config, name) for name in shared}
-    return WaitkTranslator.from_config(WaitkConfig(**llm_settings))
+    return WaitkTranslator.from_config(offline_config(config))
 
 
 def translate_whole_sentences(translator: StreamingTranslator, sentences, out) -> None:
