@@ -42,6 +42,9 @@ def add_calibrate_heads_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-name", default=None,
                         help="model name written into the head file (default: the spec; "
                              "'embedded' is recorded as embedded:qwen2.5-coder-0.5b-instruct)")
+    parser.add_argument("--instruction-position", default="after_source",
+                        help="the prompt layout to score the heads under, as the translators' instruction_position: "
+                             "after_source (default, paper Eq. 1) or before_source")
     parser.add_argument("--out", required=True, type=Path, help="head file to write (JSON)")
 
 
@@ -90,10 +93,14 @@ def progress_printer(started: float, every: int) -> Callable[[int, int], None]:
 def calibrate_heads_command(args: argparse.Namespace) -> int:
     from backends.hf.calibrate import calibrate
     from backends.hf.lm import CausalLM
+    from backends.hf.prompt import INSTRUCTION_POSITIONS
     from backends.models import load_causal_lm
 
     if args.top_k < 1:
         raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
+    if args.instruction_position not in INSTRUCTION_POSITIONS:  # before the model loads
+        raise ValueError(f"--instruction-position must be one of {', '.join(INSTRUCTION_POSITIONS)}, got "
+                         f"{args.instruction_position!r}")
     pairs = select_pairs(args)
     split = datasets.describe_split(args.split)
     _print(f"calibrating {args.model} {args.source_lang}-{args.target_lang} on {len(pairs)} pairs ({split})")
@@ -105,7 +112,7 @@ def calibrate_heads_command(args: argparse.Namespace) -> int:
     result = calibrate(
         lm, pairs, args.source_lang, args.target_lang, recorded_model_name(args.model, args.model_name),
         min_confidence=args.min_confidence, calibration_split=split,
-        progress=progress_printer(started, max(1, len(pairs) // 20)),
+        instruction_position=args.instruction_position, progress=progress_printer(started, max(1, len(pairs) // 20)),
     )
     elapsed = time.monotonic() - started
     args.out.parent.mkdir(parents=True, exist_ok=True)

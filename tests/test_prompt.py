@@ -22,6 +22,28 @@ def test_layout_is_system_source_instruction_then_target_prefix(tokenizer):
     assert not fresh.text.rstrip().endswith(builder.instruction), "an empty prefix still opens the assistant turn"
 
 
+def test_instruction_before_the_source_leaves_only_the_template_and_target_after_it(tokenizer):
+    """instruction_position="before_source": the instruction opens the user turn and the source map still covers
+    exactly the source words; two steps whose source grew share every token before the changed word, and what
+    follows the source is the chat template's closing and the target prefix only (not the instruction)."""
+    builder = PromptBuilder(tokenizer, "en", "de", instruction_position="before_source")
+    prompt = builder.build(["The", "cat", "sat", "on"], "Die Katze")
+    text = prompt.text
+    assert text.index("German") < text.index(builder.instruction) < text.index("The cat sat on") < text.rindex("Die")
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    mapped = "".join(text[offsets[p][0]:offsets[p][1]] for p in prompt.source_positions)
+    assert mapped.strip() == "The cat sat on" and prompt.source_token_word.tolist()[-1] == 3
+    grown = builder.build(["The", "cat", "sat", "on", "the", "mat."], "Die Katze")
+    common = next(i for i, (a, b) in enumerate(zip(prompt.token_ids, grown.token_ids)) if a != b)
+    assert common >= prompt.source_positions[-1], "the tokens before the last source word are reused"
+    after_source = grown.text[grown.text.index("the mat.") + len("the mat."):]
+    assert builder.instruction not in after_source and "Translate" not in after_source
+    paper = PromptBuilder(tokenizer, "en", "de")  # Eq. (1): the instruction follows the source
+    assert paper.instruction in paper.build(["The", "cat"], "").text.split("The cat", 1)[1]
+    with pytest.raises(PromptError, match="instruction_position must be one of after_source, before_source"):
+        PromptBuilder(tokenizer, "en", "de", instruction_position="system")
+
+
 def test_source_map_is_computed_on_the_ids_fed_to_the_model(tokenizer):
     prompt = PromptBuilder(tokenizer, "en", "it").build(["Hello,", "world:", "3.5", "million", "(roughly)."], "")
     assert tokenizer(prompt.text, add_special_tokens=False)["input_ids"] == prompt.token_ids

@@ -98,6 +98,16 @@ def test_waitk_schedule_bounds_the_output(tiny_lm):
     assert not any(e.new_units for e in emissions[:2]), "nothing before k words"
 
 
+def test_the_instruction_position_reaches_the_prompt_of_every_step(tiny_lm):
+    config = AlignAttConfig(border=-1, median_width=3, final_max_new_tokens=12, instruction_position="before_source")
+    translator = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm))
+    stream(translator, SENTENCE[:5])
+    prompts = [step.prompt for step in translator.steps if step.prompt is not None]
+    assert len(prompts) >= 2 and any(step.final for step in translator.steps)
+    for prompt in prompts:  # the user turn: the instruction, then the source read so far
+        assert f"{translator.prompts.instruction}\n\n{' '.join(SENTENCE[:prompt.word_count])}" in prompt.text
+
+
 def test_flush_without_source_emits_nothing(tiny_lm):
     translator = AlignAttTranslator(tiny_lm, AlignAttConfig(), heads_of(tiny_lm))
     assert translator.flush().is_empty
@@ -109,6 +119,8 @@ def test_bad_configuration_is_a_clear_error(tmp_path):
         build_config(AlignAttConfig, {"target_lang": "xx"})
     with pytest.raises(ConfigError, match="both 'en'"):
         build_config(AlignAttConfig, {"target_lang": "en"})
+    with pytest.raises(ConfigError, match="instruction_position must be one of after_source, before_source"):
+        build_config(AlignAttConfig, {"instruction_position": "first"})
     with pytest.raises(HeadFileError, match="does not exist"):
         AlignAttTranslator.from_config(dataclasses.replace(AlignAttConfig(), heads=str(tmp_path / "none.json")),
                                        lm=object())

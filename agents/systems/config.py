@@ -34,8 +34,16 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
                                "drafts) as one JSON line per finished segment to this file; empty: off")
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
                                               "target unit that closes a sentence on (the speech cascade does)")
+    instruction_position: str = knob("after_source", "where the prompt's instruction stands: after_source (paper "
+                                                     "Eq. 1) or before_source (a step then re-computes only the "
+                                                     "changed source, the template's closing and the target prefix)")
 
     def validate(self) -> None:
+        from backends.hf.prompt import INSTRUCTION_POSITIONS
+
+        if self.instruction_position not in INSTRUCTION_POSITIONS:
+            raise ConfigError(f"instruction_position must be one of {', '.join(INSTRUCTION_POSITIONS)}, got "
+                              f"{self.instruction_position!r}")
         if self.max_new_tokens < 1 or self.final_max_new_tokens < 1:
             raise ConfigError("max_new_tokens and final_max_new_tokens must be >= 1")
         if not self.final_budget_ratio > 0 or self.final_budget_slack < 0:

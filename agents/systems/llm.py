@@ -107,7 +107,8 @@ class LLMTranslator(StreamingTranslator):
         self.lm = lm
         self.config = config
         self.tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
-        self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang)
+        self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang,
+                                     config.instruction_position)
         prompt_words_to_avoid = echo_words(f"{self.prompts.system} {self.prompts.instruction}".split(),
                                            language_name(config.source_lang), language_name(config.target_lang),
                                            config.target_lang)

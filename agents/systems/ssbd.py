@@ -83,7 +83,8 @@ class SSBDTranslator(StreamingTranslator):
         self.model = model
         self.config = config
         self.tokenizer = stream_tokenizer(model.tokenizer)  # this stream's own: server threads share no tokenizer state
-        self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang)
+        self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang,
+                                     config.instruction_position)
         self.session = model.session()
         self.stats = SSBDStats()
         self.updates: deque[Update] = deque(maxlen=MAX_KEPT_UPDATES)

@@ -234,13 +234,15 @@ def source_attention_rows(lm: "CausalLM", prompt: TranslationPrompt, positions: 
 
 def calibrate(
     lm: "CausalLM", pairs: Sequence["AlignedPair"], source_lang: str, target_lang: str, model_name: str, *,
-    min_confidence: float = 0.0, calibration_split: str = "unspecified",
+    min_confidence: float = 0.0, calibration_split: str = "unspecified", instruction_position: str = "after_source",
     progress: Callable[[int, int], None] | None = None,
 ) -> CalibrationResult:
-    """Score every head of `lm` by TS on `pairs` under the exact prompt layout; `progress(done, total)` per pair."""
+    """Score every head of `lm` by TS on `pairs` under the exact prompt layout (`instruction_position` as the
+    translators' knob); `progress(done, total)` per pair."""
     if not pairs:
         raise ValueError("no aligned pairs to calibrate on")
-    builder = PromptBuilder(lm.tokenizer, source_lang, target_lang)  # raises PromptError without a chat template
+    # raises PromptError without a chat template
+    builder = PromptBuilder(lm.tokenizer, source_lang, target_lang, instruction_position)
     num_layers, num_heads = model_geometry(lm.model)
     heads = [(layer, head) for layer in range(num_layers) for head in range(num_heads)]
     scores, pair_tokens, skipped = [], [], []
@@ -270,6 +272,7 @@ def calibrate(
         "score_name": SCORE_NAME,
         "calibration_split": calibration_split,
         "min_confidence": min_confidence,
+        "instruction_position": instruction_position,
         "used_pairs": len(pair_tokens),
         "used_target_tokens": int(sum(count for _, count in pair_tokens)),
         "skipped_pairs": len(skipped),

@@ -1,7 +1,8 @@
 """The translation prompt of paper Eq. (1) and the map from source words to prompt token positions.
 
-[system ‖ source span ‖ instruction ‖ accepted target prefix ‖ draft], rendered with the model's chat template;
-the map is computed from the offsets of the exact token ids that are fed to the model.
+[system ‖ source span ‖ instruction ‖ accepted target prefix ‖ draft], rendered with the model's chat template
+(or, with `instruction_position="before_source"`, the instruction ahead of the source); the map is computed from
+the offsets of the exact token ids that are fed to the model.
 """
 from __future__ import annotations
 
@@ -16,7 +17,16 @@ SYSTEM_TEMPLATE = (
     "You are a professional simultaneous interpreter. You translate {source} into fluent {target}. "
     "The {source} text may be an incomplete sentence that is still being spoken."
 )
-INSTRUCTION_TEMPLATE = "Translate the {source} text above into {target}. Output only the {target} translation."
+# Where the instruction stands in the user turn, and its wording there. "after_source" is the paper's Eq. (1).
+# "before_source" leaves the tokens after the source to the chat template's closing and the target prefix: a step
+# whose source grew re-computes the instruction's ~15 tokens no more (35% of a live step's prefill on the embedded
+# model, docs/cpu_low_latency.md).
+INSTRUCTION_TEMPLATES = {
+    "after_source": "Translate the {source} text above into {target}. Output only the {target} translation.",
+    "before_source": "Translate the following {source} text into {target}. Output only the {target} translation.",
+}
+INSTRUCTION_POSITIONS = tuple(INSTRUCTION_TEMPLATES)
+USER_SEPARATOR = "\n\n"  # between the source and the instruction in the user turn
 
 
 class PromptError(ValueError):
@@ -45,8 +55,8 @@ class TranslationPrompt:
 class PromptBuilder:
     """Renders Eq. (1) with a chat template and maps source words to token positions."""
 
-    def __init__(self, tokenizer, source_lang: str, target_lang: str,
-                 system_template: str = SYSTEM_TEMPLATE, instruction_template: str = INSTRUCTION_TEMPLATE):
+    def __init__(self, tokenizer, source_lang: str, target_lang: str, instruction_position: str = "after_source",
+                 system_template: str = SYSTEM_TEMPLATE):
         if getattr(tokenizer, "chat_template", None) is None:
             raise PromptError("the tokenizer has no chat template; AlignAtt prompts need one (Eq. 1)")
         if not getattr(tokenizer, "is_fast", False):
@@ -54,15 +64,29 @@ class PromptBuilder:
                 f"{type(tokenizer).__name__} is not a fast tokenizer: it gives no character offsets, so source words "
                 f"cannot be mapped to prompt tokens; load the tokenizer with use_fast=True"
             )
+        if instruction_position not in INSTRUCTION_TEMPLATES:
+            raise PromptError(f"instruction_position must be one of {', '.join(INSTRUCTION_POSITIONS)}, got "
+                              f"{instruction_position!r}")
         names = {"source": language_name(source_lang), "target": language_name(target_lang)}
         self.tokenizer = tokenizer
         self.system = system_template.format(**names)
-        self.instruction = instruction_template.format(**names)
+        self.instruction_position = instruction_position
+        self.instruction = INSTRUCTION_TEMPLATES[instruction_position].format(**names)
+
+    def user_content(self, source: str) -> str:
+        """The user turn: the source and the instruction, in the order `instruction_position` says."""
+        if self.instruction_position == "before_source":
+            return f"{self.instruction}{USER_SEPARATOR}{source}"
+        return f"{source}{USER_SEPARATOR}{self.instruction}"
+
+    def source_offset(self) -> int:
+        """Where the source starts inside `user_content`."""
+        return len(self.instruction) + len(USER_SEPARATOR) if self.instruction_position == "before_source" else 0
 
     def messages(self, source: str) -> list[dict]:
         return [
             {"role": "system", "content": self.system},
-            {"role": "user", "content": f"{source}\n\n{self.instruction}"},
+            {"role": "user", "content": self.user_content(source)},
         ]
 
     def render(self, source: str, target_prefix: str) -> str:
@@ -85,13 +109,13 @@ class PromptBuilder:
             raise PromptError(f"source words must be non-empty and contain no whitespace, got {list(source_words)!r}")
         source = " ".join(words)
         text = self.render(source, target_prefix)
-        user_content = f"{source}\n\n{self.instruction}"
-        user_start = text.rfind(user_content)
+        user_start = text.rfind(self.user_content(source))
         if user_start < 0:
             raise PromptError("the chat template altered the user message, so the source span cannot be located")
         encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         if map_source:
-            positions, token_word = map_source_tokens(encoding["offset_mapping"], words, user_start)
+            positions, token_word = map_source_tokens(encoding["offset_mapping"], words,
+                                                      user_start + self.source_offset())
         else:
             positions, token_word = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return TranslationPrompt(
