@@ -348,17 +348,18 @@ def test_fake_asr_waitk_peer_counts_only_accessible_words(embedded_model_path):
 
 
 def test_fake_asr_frozen_words_shorten_the_audio_but_stay_in_the_sentence(tiny_lm):
-    """retranscribe_seconds=3 on a 9 s sentence: the recogniser never gets much more than 3 s of audio, receives
+    """retranscribe_seconds=3 on a 10 s sentence: the recogniser never gets much more than 3 s of audio, receives
     the frozen words as context, and the sentence is still committed and translated whole."""
     sentence = ("the committee approved the budget for new schools and hospitals in the north of the country "
                 "after a long debate.").split()
-    timeline = [(word, 0.2 + 0.45 * i, 0.2 + 0.45 * (i + 1) - 0.05) for i, word in enumerate(sentence)]
+    # A word every 0.5 s with a 0.35 s pause after it: freezing cuts only in pauses.
+    timeline = [(word, 0.2 + 0.5 * i, 0.2 + 0.5 * i + 0.15) for i, word in enumerate(sentence)]
     config = CascadeConfig(model="unused", border=1, median_width=3, final_max_new_tokens=12, max_new_tokens=6,
                            min_start_seconds=0.0, retranscribe_seconds=3.0)
     recognizer = TimelineRecognizer(timeline)
     translator = CascadeTranslator(recognizer, AlignAttTranslator(tiny_lm, config, HeadSet(((0, 0), (1, 1)))),
                                    config)
-    audio, step, longest = timeline_audio(9.6), int(0.5 * RATE), 0.0
+    audio, step, longest = timeline_audio(10.7), int(0.5 * RATE), 0.0
     for start in range(0, len(audio), step):
         translator.feed_audio(audio[start:start + step])
         longest = max(longest, len(translator.tail) / RATE)

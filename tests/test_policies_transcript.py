@@ -6,18 +6,25 @@ import pytest
 from backends.asr.base import merge_word_pieces
 from common.stream import TimedWord
 from policies.transcript import (
+    FREEZE_MIN_PAUSE,
     TranscriptStabilizer,
     TranscriptUpdate,
     agreed_prefix_length,
     agreed_sentence_end,
     ends_sentence,
+    frozen_word_count,
     strip_unconfirmed_end,
 )
 
 
-def timed(text: str, start: float = 0.0, step: float = 0.5) -> list[TimedWord]:
-    """Words of `text`, each `step` seconds long, starting at `start`."""
-    return [TimedWord(w, start + i * step, start + (i + 1) * step) for i, w in enumerate(text.split())]
+def timed(text: str, start: float = 0.0, step: float = 0.5, pause: float = 0.0) -> list[TimedWord]:
+    """Words of `text`, one every `step` seconds from `start`, each followed by `pause` seconds of silence."""
+    return [TimedWord(w, start + i * step, start + (i + 1) * step - pause) for i, w in enumerate(text.split())]
+
+
+def paused(text: str, start: float = 0.0) -> list[TimedWord]:
+    """Words every 0.6 s, each 0.25 s long: a 0.35 s pause after each, where freezing may cut."""
+    return timed(text, start, step=0.6, pause=0.35)
 
 
 @pytest.mark.parametrize("word,expected", [
@@ -208,45 +215,64 @@ def test_agreed_words_far_behind_the_tail_end_are_frozen_and_their_audio_cut():
     """retranscribe_seconds=4: of a 6 s tail, the words two hypotheses agree on that ended 2 s or more before its
     end are frozen; they stay live words of the sentence, leave the audio and become the recogniser's context."""
     stabilizer = TranscriptStabilizer(retranscribe_seconds=4.0)
-    text = "we trained one model on four tasks and then"  # 9 words of 0.6 s, no sentence end
-    first = stabilizer.update(timed(text, step=0.6)[:8], 5.0)
+    text = "we trained one model on four tasks and then"  # 9 words every 0.6 s, no sentence end
+    first = stabilizer.update(paused(text)[:8], 5.0)
     assert first.cut_seconds == 0.0 and stabilizer.frozen == []  # nothing agreed yet
-    second = stabilizer.update(timed(text, step=0.6), 6.0)  # ends at 1.2 (...) 4.8, 5.4; freeze up to 4.0 s
-    assert [w.text for w in stabilizer.frozen] == ["we", "trained", "one", "model", "on", "four"]
-    assert second.cut_seconds == pytest.approx(3.6)  # the last frozen word's end (no pause: words abut)
-    assert stabilizer.context == "we trained one model on four"
+    second = stabilizer.update(paused(text), 6.0)  # ends at 0.25 (...) 4.45, 5.05; freeze up to 4.0 s
+    assert [w.text for w in stabilizer.frozen] == ["we", "trained", "one", "model", "on", "four", "tasks"]
+    assert second.cut_seconds == pytest.approx((3.85 + 4.2) / 2)  # in the pause after "tasks"
+    assert stabilizer.context == "we trained one model on four tasks"
     assert [w.text for w in second.live_words] == text.split()
-    assert [w.end_time for w in second.live_words] == pytest.approx([0.6 * (i + 1) for i in range(9)])
-    assert second.agreed_live_words == 8  # the frozen words and "tasks", "and" (the last word is never agreed)
-    # The next chunk's hypothesis covers only the audio after the cut (2.4 s + 1 s): times on the new tail.
-    third = stabilizer.update(timed("tasks and then we", step=0.6) + timed("stopped.", start=2.4, step=0.6), 3.4)
-    assert [w.text for w in third.live_words][-5:] == ["tasks", "and", "then", "we", "stopped."]
-    assert third.live_words[-1].end_time == pytest.approx(3.6 + 3.0)
+    assert [w.end_time for w in second.live_words] == pytest.approx([0.6 * i + 0.25 for i in range(9)])
+    assert second.agreed_live_words == 8  # the frozen words and "and" (the last word is never agreed)
+    # The next chunk's hypothesis covers only the audio after the cut (4.025 s): times on the new tail.
+    third = stabilizer.update(paused("and then we stopped.", start=0.175), 3.0)
+    assert [w.text for w in third.live_words] == [*text.split(), "we", "stopped."]
+    assert third.live_words[-1].end_time == pytest.approx(4.025 + 0.175 + 1.8 + 0.25)
     assert third.committed_sentences == ()
+
+
+def test_words_are_frozen_only_up_to_a_pause():
+    """Running speech (words that abut) is never cut: the cut would clip the next word's onset. The freeze stops at
+    the last agreed word, ended by `until`, that a pause of at least `min_pause` follows."""
+    running = timed("we trained one model on four tasks and then", step=0.6)
+    assert frozen_word_count(running, 8, 4.0, FREEZE_MIN_PAUSE) == 0
+    mixed = timed("we trained one", step=0.6) + timed("model on", start=1.8, step=0.6, pause=0.35) \
+        + timed("four tasks and then", start=3.0, step=0.6)
+    assert [w.end - w.start for w in mixed[3:5]] == pytest.approx([0.25, 0.25])
+    assert frozen_word_count(mixed, 8, 4.0, FREEZE_MIN_PAUSE) == 5  # after "on" (pause 0.35 s), not "model"
+    assert frozen_word_count(mixed, 8, 2.5, FREEZE_MIN_PAUSE) == 4  # "on" ended at 2.65, after 2.5
+    assert frozen_word_count(mixed, 3, 4.0, FREEZE_MIN_PAUSE) == 0  # only agreed words
+    assert frozen_word_count(mixed[:5], 5, 4.0, FREEZE_MIN_PAUSE) == 4  # never the last word
+    stabilizer = TranscriptStabilizer(retranscribe_seconds=4.0)
+    for _ in range(3):
+        update = stabilizer.update(running, 6.0)
+    assert stabilizer.frozen == [] and update.cut_seconds == 0.0
 
 
 def test_a_sentence_with_frozen_words_is_committed_whole():
     stabilizer = TranscriptStabilizer(retranscribe_seconds=4.0)
     text = "we trained one model on four tasks and then"
-    stabilizer.update(timed(text, step=0.6), 6.0)
-    stabilizer.update(timed(text, step=0.6), 6.0)
-    assert len(stabilizer.frozen) == 6
-    rest = timed("tasks and then stopped. Next", step=0.6)
+    stabilizer.update(paused(text), 6.0)
+    stabilizer.update(paused(text), 6.0)
+    assert len(stabilizer.frozen) == 7
+    rest = paused("and then stopped. Next", start=0.175)  # the tail begins at the cut, 4.025 s
     stabilizer.update(rest, 3.2)
     update = stabilizer.update(rest, 3.2)
     assert [[w.text for w in s] for s in update.committed_sentences] == [
         "we trained one model on four tasks and then stopped.".split()]
     assert stabilizer.frozen == [] and [w.text for w in update.live_words] == ["Next"]
-    assert update.cut_seconds == pytest.approx(2.4)  # after "stopped." on the tail that began at 3.6 s
-    assert stabilizer.tail_start == pytest.approx(6.0) and stabilizer.live_start == pytest.approx(6.0)
+    assert update.cut_seconds == pytest.approx((1.625 + 1.975) / 2)  # in the pause after "stopped."
+    assert stabilizer.tail_start == pytest.approx(4.025 + 1.8) and stabilizer.live_start == pytest.approx(5.825)
 
 
 def test_a_final_update_commits_the_frozen_words_too():
     stabilizer = TranscriptStabilizer(retranscribe_seconds=4.0)
     text = "we trained one model on four tasks and then"
-    stabilizer.update(timed(text, step=0.6), 6.0)
-    stabilizer.update(timed(text, step=0.6), 6.0)
-    update = stabilizer.update([], 2.4, final=True)  # the last re-transcription heard nothing
+    stabilizer.update(paused(text), 6.0)
+    stabilizer.update(paused(text), 6.0)
+    assert stabilizer.frozen
+    update = stabilizer.update([], 2.0, final=True)  # the last re-transcription heard nothing
     assert [w.text for s in update.committed_sentences for w in s] == text.split()
 
 
@@ -256,9 +282,9 @@ def test_the_tail_limit_counts_the_frozen_part_of_a_sentence():
     stabilizer = TranscriptStabilizer(max_tail_seconds=10.0, retranscribe_seconds=4.0)
     words = [f"w{i}" for i in range(60)]
     spoken, committed, longest_tail = 0.0, [], 0.0
-    for chunk in range(1, 31):  # 30 s, one word every 0.5 s, 1 s chunks
+    for chunk in range(1, 31):  # 30 s, a 0.15 s word every 0.5 s (pauses of 0.35 s), 1 s chunks
         spoken = float(chunk)
-        heard = [TimedWord(w, i * 0.5 - stabilizer.tail_start, (i + 1) * 0.5 - stabilizer.tail_start)
+        heard = [TimedWord(w, i * 0.5 - stabilizer.tail_start, i * 0.5 + 0.15 - stabilizer.tail_start)
                  for i, w in enumerate(words[: int(spoken / 0.5)]) if i * 0.5 >= stabilizer.tail_start - 1e-9]
         update = stabilizer.update(heard, spoken - stabilizer.tail_start)
         committed += [w.text for s in update.committed_sentences for w in s]
