@@ -97,6 +97,58 @@ class TimedRecognizer:
         return getattr(self.recognizer, name)
 
 
+class TimedSegmentTranslator:
+    """The cascade's segment translator, timed per call kind (live steps, final drafts of committed sentences); on
+    llama.cpp also what each step evaluated: prompt tokens re-computed after the reused prefix, and one-token draft
+    steps (the two costs of an MT step, docs/cpu_low_latency.md)."""
+
+    def __init__(self, translator):
+        self.translator = translator
+        self.seconds = {"live": [], "final": []}
+        self.batches: list[int] = []  # tokens per llama.cpp batch: >1 a prompt, 1 a draft step
+        self.batch_seconds: list[float] = []
+        session = getattr(translator, "session", None)
+        if session is not None and hasattr(session, "_decode"):
+            decode = session._decode
+
+            def timed_decode(token_ids, every_row):
+                began = time.perf_counter()
+                rows = decode(token_ids, every_row)
+                self.batches.append(len(token_ids))
+                self.batch_seconds.append(time.perf_counter() - began)
+                return rows
+
+            session._decode = timed_decode
+
+    def _timed(self, kind, call, *args, **kwargs):
+        began = time.perf_counter()
+        result = call(*args, **kwargs)
+        self.seconds[kind].append(time.perf_counter() - began)
+        return result
+
+    def revise(self, *args, **kwargs):
+        return self._timed("live", self.translator.revise, *args, **kwargs)
+
+    def finish_segment(self, *args, **kwargs):
+        return self._timed("final", self.translator.finish_segment, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.translator, name)
+
+    def summary(self, chunks: int) -> str:
+        live, final = self.seconds["live"], self.seconds["final"]
+        text = (f"MT per chunk: {sum(live) / chunks:.3f} s in {len(live)} live steps, "
+                f"{sum(final) / chunks:.3f} s in {len(final)} final drafts")
+        prompts = [(n, t) for n, t in zip(self.batches, self.batch_seconds) if n > 1]
+        steps = [t for n, t in zip(self.batches, self.batch_seconds) if n == 1]
+        if prompts and steps:
+            tokens = sum(n for n, _ in prompts)
+            text += (f"; llama.cpp: {tokens / len(prompts):.1f} prompt tokens re-computed per prompt at "
+                     f"{1000 * sum(t for _, t in prompts) / tokens:.1f} ms each, {len(steps) / chunks:.1f} draft "
+                     f"steps per chunk at {1000 * statistics.mean(steps):.1f} ms each")
+        return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0)
@@ -122,6 +174,7 @@ def main() -> None:
 
     translator = CascadeTranslator.from_config(config, AlignAttTranslator.from_config(config))
     recognizer = translator.recognizer = TimedRecognizer(translator.recognizer)
+    segment_translator = translator.translator = TimedSegmentTranslator(translator.translator)
     forced = [f"{name}={os.environ[name]}" for name in ISA_OVERRIDES if name in os.environ]
     if forced:
         print(f"instruction sets forced: {' '.join(forced)}")
@@ -129,7 +182,7 @@ def main() -> None:
         from backends.llama_cpp import build_features
 
         print(f"llama.cpp built for: {' '.join(sorted(build_features()))}; "
-              f"weights: {translator.translator.lm.gguf_path.name}")
+              f"weights: {segment_translator.lm.gguf_path.name}")
     translator.reset()
     step = int(chunk_seconds * rate)
     window_seconds = args.window_minutes * 60.0
@@ -170,6 +223,7 @@ def main() -> None:
     asr_share = sum(recognizer.seconds) / (sum(chunk_times) + flush_time)
     print(f"recogniser: {len(recognizer.seconds)} calls, mean {statistics.mean(recognizer.seconds):.3f} s on "
           f"{statistics.mean(recognizer.audio_seconds):.1f} s of tail; {100 * asr_share:.0f}% of the compute")
+    print(segment_translator.summary(len(chunk_times)))
     print(f"real-time factor: {rtf:.3f}  (target < 1)")
     print(f"last-minute / first-minute chunk time: {statistics.mean(last) / statistics.mean(first):.2f}x  "
           "(target <= 1.25)")
