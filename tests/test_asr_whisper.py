@@ -41,12 +41,22 @@ def test_words_are_recognised_with_monotone_times_inside_the_audio(whisper, spee
 
 
 def test_words_after_a_pause_keep_the_audio_time_base(whisper, speech):
-    """VAD cuts the 2 s pause out before the encoder; the words after it must still be placed after it."""
+    """VAD cuts the 2 s pause out before the encoder; the words after it must still be placed after it. The second
+    sentence differs from the first: Whisper may skip a verbatim repeat (faster-whisper's padded path does so with
+    int8 weights on AVX2-only CPUs), which is the model's choice, not a time-base error."""
+    from common.synthetic_speech import SynthesisError, speak
+
+    try:
+        second = speak("Two hospitals will open after that.")
+    except SynthesisError as error:
+        pytest.skip(str(error))
     pause = np.zeros(2 * 16_000, np.float32)
-    words = whisper.transcribe(np.concatenate([speech, pause, speech]), "en")
+    words = whisper.transcribe(np.concatenate([speech, pause, second]), "en")
     second_start = (len(speech) + len(pause)) / 16_000
-    late = [w for w in words if w.end > second_start]
-    assert [w.text.lower().strip(".,") for w in late][-2:] == ["next", "year"], words
+    late = [w.text.lower().strip(".,") for w in words if w.end > second_start]
+    early = [w.text.lower().strip(".,") for w in words if w.end <= second_start]
+    assert late[-2:] == ["after", "that"] and "hospitals" in late, words
+    assert early[-2:] == ["next", "year"], words
     assert all(not (len(speech) / 16_000 + 0.3 < w.end < second_start) for w in words), words  # nothing in the pause
 
 
@@ -73,8 +83,11 @@ def test_fast_speech_is_decoded_to_its_last_word(whisper):
     except SynthesisError as error:
         pytest.skip(str(error))
     words = whisper.transcribe(speech, "en")
-    assert len(words) >= 0.8 * len(text.split()), words
+    # Characters, not words: Whisper base joins some of these fast words with hyphens ("well-wrote"), more often on
+    # some CPUs than on others; the bug this guards against lost half the text.
+    assert len(" ".join(w.text for w in words)) >= 0.8 * len(text), words
     assert words[-1].text.lower().strip(".") == "correctly", words
+    assert words[-1].end >= len(speech) / 16_000 - 1.0, words  # the last word is placed at the end of the speech
 
 
 def test_context_continues_the_sentence_without_transcribing_it_again(whisper):
