@@ -15,6 +15,7 @@ from agents.systems.llm import AlignAttTranslator, resolve_heads
 from backends.hf.lm import CausalLM
 from common.config import config_from_yaml
 from common.stream import SourceWord
+from cpu import cpu_summary  # noqa: E402  benchmarks/cpu.py (this script's folder is on sys.path)
 
 SENTENCES = [
     "Simultaneous speech translation, or SimulST, is the process of translating spoken language into a text in "
@@ -49,6 +50,7 @@ def main() -> None:
         translator = AlignAttTranslator(lm, config, resolve_heads(config), stop_at_first_failure=early)
         results[early] = run(translator, sentences)
     assert results[True][2] == results[False][2], "early stopping changed an emission"
+    print(cpu_summary())
     print(f"model={args.model} config={args.config} sentences={len(sentences)} source words={words}")
     for early, label in ((False, "whole draft, then scan"), (True, "stop at first rejection")):
         tokens, seconds, _ = results[early]

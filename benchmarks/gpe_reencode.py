@@ -16,6 +16,7 @@ from agents.systems.gpe import GPETranslator  # noqa: E402
 from agents.systems.gpe_config import GPEConfig  # noqa: E402
 from common.config import build_config  # noqa: E402
 from common.stream import SourceWord  # noqa: E402
+from cpu import cpu_summary  # noqa: E402  benchmarks/cpu.py (this script's folder is on sys.path)
 
 
 def default_sentences(count: int, direction: str) -> list[str]:
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             totals[name][2] += calls
             outputs[name] = words
         same += outputs["gpe"] == outputs["reencode"]
+    print(cpu_summary())
     print(f"model {args.model}  wait-{args.k}  {len(sentences)} sentences  {args.direction}  device {args.device}")
     print(f"{'decoder':<10} {'seconds':>9} {'sent/s':>8} {'words/s':>8} {'forwards':>9}")
     for name, (seconds, words, calls) in totals.items():

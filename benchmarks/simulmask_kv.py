@@ -23,6 +23,7 @@ from common.stream import SourceWord  # noqa: E402
 from common.config import build_config  # noqa: E402
 from agents.systems.simulmask import SimulMaskTranslator  # noqa: E402
 from agents.systems.simulmask_config import SimulMaskConfig  # noqa: E402
+from cpu import cpu_summary  # noqa: E402  benchmarks/cpu.py (this script's folder is on sys.path)
 
 
 # Falcon-RW-1B's layout (ALiBi, one fused query-key-value projection, sequential blocks, biases): full size, and
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             totals[name]["flops"] += counter.get_total_flops()
             totals[name]["words"] += len(words)
             totals[name]["tokens"] += translator.decoder.words_tokens - tokens
+    print(cpu_summary())
     print(f"model {args.model}  wait-{args.k}  {len(sentences)} sentences  {args.direction}  device {args.device}")
     print(f"{'decoder':<10} {'seconds':>8} {'GFLOPs':>9} {'words':>6} {'tokens':>7} {'forwards':>9} "
           f"{'ms/token':>9} {'MFLOPs/token':>13}")

@@ -19,6 +19,7 @@ from agents.systems.ssbd_config import SSBDConfig
 from common.datasets import evenly_spaced, load_mcif, mcif_split, shared_data_dir
 from common.stream import SourceWord
 from policies.ssbd import SSBDStats, predicted_speedup, verification_cost_for
+from cpu import cpu_summary  # noqa: E402  benchmarks/cpu.py (this script's folder is on sys.path)
 
 BETAS = (0.0, 0.1, 0.2, 0.3)
 
@@ -61,6 +62,7 @@ def summarize(records: list[dict], names: list[str]) -> list[dict]:
 
 
 def print_table(rows: list[dict], sentences: int, header: str) -> None:
+    print(cpu_summary())
     print(header)
     print(f"{sentences} sentences. TPS = output tokens per CPU second of verification + decoding (the paper's TPS, "
           f"in process CPU time: other jobs on a shared machine do not distort it); speedup = TPS / TPS(RT); "

@@ -12,6 +12,7 @@ import os
 import time
 
 from backends.llama_cpp import LlamaCppLM
+from cpu import cpu_summary  # noqa: E402  benchmarks/cpu.py (this script's folder is on sys.path)
 
 
 def best_seconds(run, repeats: int) -> float:
@@ -34,6 +35,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
+    print(cpu_summary())
     print(f"model={args.model} prompt={args.prompt_tokens} tokens; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} cores (llama.cpp threads spin: other processes distort multi-thread timings)")
     print("| weights | threads | draft tokens | decode ms/token | verify ms/token | r |")

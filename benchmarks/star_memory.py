@@ -21,6 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/cpu.py, also when imported as benchmarks.star_memory
+from cpu import cpu_summary  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -131,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         ("semantic-layers", args.semantic_layers), ("decoder-layers", args.decoder_layers), ("vocab", args.vocab),
         ("threads", args.threads), ("mode", args.mode))]
     points = []
+    print(cpu_summary())
     print(f"{'T':>6} {'r':>3} {'anchors':>7} {'peak MB':>8} {'vs r=1':>7} {'saved':>6} {'wall s':>7} {'CPU s':>7} "
           f"{'vs r=1':>7}")
     for length in args.lengths:

@@ -21,6 +21,7 @@ from agents.systems.llm import resolve_heads
 from backends.hf.prompt import PromptBuilder
 from backends.vllm.lm import VLLMCausalLM
 from policies.alignatt import AlignAttParams, scan_draft
+from cpu import cpu_summary  # noqa: E402  benchmarks/cpu.py (this script's folder is on sys.path)
 
 
 def time_draft(lm: VLLMCausalLM, prompt, heads, budget: int, params: AlignAttParams | None):
@@ -58,6 +59,7 @@ def main() -> None:
         results["plain"].append(time_draft(plain, prompt, None, args.max_new_tokens, params))
         results["capture"].append(time_draft(capturing, prompt, heads, args.max_new_tokens, params))
     mean_prompt = statistics.mean(len(p.token_ids) for p in built)
+    print(cpu_summary())
     print(f"model={args.model} prompts={len(built)} mean prompt tokens={mean_prompt:.0f} heads={len(heads)} "
           f"max_new_tokens={args.max_new_tokens} mode={'compiled' if args.compile else 'eager'}")
     print(f"  {'':8s} {'wall tokens/s':>14s} {'CPU tokens/s':>14s}")
