@@ -144,6 +144,28 @@ def test_slower_than_real_time_system_gets_ca_above_cu_with_fake_slow_agent(talk
     assert (out / "table.md").read_text().count("| en→de |") == 1
 
 
+def test_score_only_scores_the_runs_left_in_out_without_running_them_with_fake_agent(talks, tmp_path, monkeypatch,
+                                                                                     capsys):
+    """A command cut after its runs finished but before scoring (no result.json): `--score-only` scores them from
+    their logs, runs nothing again, and gives the scores the full command gave."""
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    out = tmp_path / "out"
+    arguments = eval_args(talks, out, "fake_agents:FakeSlowSpeechProcessor", "--set", "speech_chunk_size=1.0")
+    assert simulagents(arguments) == 0
+    scored = report_results(out)["default"]["scores"]
+    run_dir = out / "runs" / "fake_agents_default"
+    (run_dir / "result.json").unlink()
+    (out / "report.json").unlink()
+    log_written = (run_dir / "metrics.jsonl").stat().st_mtime_ns
+    assert simulagents([*arguments, "--score-only"]) == 0
+    assert (run_dir / "metrics.jsonl").stat().st_mtime_ns == log_written  # the agent did not run again
+    assert report_results(out)["default"]["scores"] == scored
+    assert simulagents([*arguments, "--score-only", "--name", "another-system"]) == 2
+    assert "no runs of system 'another-system'" in capsys.readouterr().err
+    assert simulagents([*arguments, "--score-only", "--sweep", "speech_chunk_size=1.0,2.0"]) == 2
+    assert "--score-only runs nothing" in capsys.readouterr().err
+
+
 def test_mp4_talks_and_language_names_score_as_their_wavs_with_fake_agent(talks, tmp_path, monkeypatch):
     """The talks as MP4 (lossless ALAC, so the audio is the same samples) and `--tgt-lang German`: the same scores."""
     from media import encode_audio

@@ -34,6 +34,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
                              "recogniser loses, the gap from it to the streamed rows what streaming loses")
     parser.add_argument("--offline-only", action="store_true",
                         help="run only the offline rows asked for (to add them to a folder of finished runs)")
+    parser.add_argument("--score-only", action="store_true",
+                        help="run nothing: score again the runs of this system (--name) already in --out, e.g. "
+                             "after a command was cut before its scoring, or to add COMET with --comet-env")
     data_group = parser.add_argument_group("test set (MCIF dev from the shared data, or your own files)")
     data_group.add_argument("--dataset", choices=("mcif-dev",), help="MCIF dev lines (speech: synthesised with "
                             "espeak-ng on the talks' own timeline, once, into --cache)")
@@ -79,12 +82,16 @@ def build_eval_set(args: argparse.Namespace, kind: str) -> data.EvalSet:
     return data.text_set(args.source, args.reference, args.src_lang, args.tgt_lang)
 
 
+def system_name(args: argparse.Namespace) -> str:
+    return args.name or args.agent.partition(":")[0].rpartition(".")[2]
+
+
 def run_specs(args: argparse.Namespace, kind: str) -> list[runs.RunSpec]:
     from agents.simulstream_cli import parse_overrides
 
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-    system = args.name or args.agent.partition(":")[0].rpartition(".")[2]
+    system = system_name(args)
     fixed = parse_overrides(args.set)
     config = str(Path(args.config).resolve()) if args.config else None
     if config and not Path(config).is_file():
@@ -104,15 +111,22 @@ def run_specs(args: argparse.Namespace, kind: str) -> list[runs.RunSpec]:
 
 def eval_command(args: argparse.Namespace) -> int:
     kind = runs.agent_kind(args.agent)
+    if args.score_only and (args.sweep or args.offline_only):
+        raise ValueError("--score-only runs nothing: drop --sweep / --offline-only (it scores the runs in --out)")
     dataset = build_eval_set(args, kind)
-    specs = run_specs(args, kind)
+    specs = [] if args.score_only else run_specs(args, kind)
     comet_env = comet.comet_environment(args.comet_env)
     out = args.out.resolve()
-    unit = f"{dataset.audio_seconds / 60:.1f} min of audio" if dataset.is_speech else f"{len(dataset.references)} lines"
-    _print(f"{len(specs)} run(s) of {args.agent} on {dataset.name} {dataset.source_lang}→{dataset.target_lang} ({unit}), "
-           f"{args.jobs} at a time, into {out}")
     started = time.monotonic()
-    finished = runs.execute(specs, dataset, out, jobs=args.jobs, report=_print)
+    if args.score_only:
+        finished = runs.runs_of(system_name(args), out)
+        _print(f"scoring {len(finished)} finished run(s) of {system_name(args)} in {out} again")
+    else:
+        unit = (f"{dataset.audio_seconds / 60:.1f} min of audio" if dataset.is_speech
+                else f"{len(dataset.references)} lines")
+        _print(f"{len(specs)} run(s) of {args.agent} on {dataset.name} {dataset.source_lang}→{dataset.target_lang} "
+               f"({unit}), {args.jobs} at a time, into {out}")
+        finished = runs.execute(specs, dataset, out, jobs=args.jobs, report=_print)
     skipped = comet.skipped_note(comet_env, dataset)
     for spec, run_dir in finished:
         scores = scoring.score_run(spec, run_dir, dataset)

@@ -192,6 +192,19 @@ class RunningRun:
     started: float
 
 
+def runs_of(system: str, out: Path) -> list[tuple[RunSpec, Path]]:
+    """(spec, run directory) of every run of `system` that `execute` left in `out` (read from its run.json)."""
+    found = []
+    for run_json in sorted(out.glob("runs/*/run.json")):
+        spec = RunSpec(**json.loads(run_json.read_text()))
+        if spec.system == system:
+            found.append((spec, run_json.parent))
+    if not found:
+        raise EvaluationError(f"no runs of system {system!r} in {out / 'runs'}: --score-only scores the runs an "
+                              "earlier `simulagents eval --out` left there (pass that command's --name)")
+    return found
+
+
 def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1, report=print,
             poll_seconds: float = 1.0) -> list[tuple[RunSpec, Path]]:
     """Run every spec (at most `jobs` at once, each with its share of the CPU threads), printing progress.
