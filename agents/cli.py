@@ -93,14 +93,13 @@ def progress_printer(started: float, every: int) -> Callable[[int, int], None]:
 def calibrate_heads_command(args: argparse.Namespace) -> int:
     from backends.hf.calibrate import calibrate
     from backends.hf.lm import CausalLM
-    from backends.hf.prompt import INSTRUCTION_POSITIONS
+    from backends.hf.prompt import instruction_position_error
     from backends.models import load_causal_lm
 
     if args.top_k < 1:
         raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
-    if args.instruction_position not in INSTRUCTION_POSITIONS:  # before the model loads
-        raise ValueError(f"--instruction-position must be one of {', '.join(INSTRUCTION_POSITIONS)}, got "
-                         f"{args.instruction_position!r}")
+    if error := instruction_position_error(args.instruction_position):  # before the model loads
+        raise ValueError(error.replace("instruction_position", "--instruction-position", 1))
     pairs = select_pairs(args)
     split = datasets.describe_split(args.split)
     _print(f"calibrating {args.model} {args.source_lang}-{args.target_lang} on {len(pairs)} pairs ({split})")

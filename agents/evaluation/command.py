@@ -119,8 +119,9 @@ def eval_command(args: argparse.Namespace) -> int:
     out = args.out.resolve()
     started = time.monotonic()
     if args.score_only:
-        finished = runs.runs_of(system_name(args), out)
-        _print(f"scoring {len(finished)} finished run(s) of {system_name(args)} in {out} again")
+        system = system_name(args)
+        finished = runs.runs_of(system, out)
+        _print(f"scoring {len(finished)} finished run(s) of {system} in {out} again")
     else:
         unit = (f"{dataset.audio_seconds / 60:.1f} min of audio" if dataset.is_speech
                 else f"{len(dataset.references)} lines")

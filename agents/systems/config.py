@@ -39,11 +39,10 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
                                                      "changed source, the template's closing and the target prefix)")
 
     def validate(self) -> None:
-        from backends.hf.prompt import INSTRUCTION_POSITIONS
+        from backends.hf.prompt import instruction_position_error
 
-        if self.instruction_position not in INSTRUCTION_POSITIONS:
-            raise ConfigError(f"instruction_position must be one of {', '.join(INSTRUCTION_POSITIONS)}, got "
-                              f"{self.instruction_position!r}")
+        if error := instruction_position_error(self.instruction_position):
+            raise ConfigError(error)
         if self.max_new_tokens < 1 or self.final_max_new_tokens < 1:
             raise ConfigError("max_new_tokens and final_max_new_tokens must be >= 1")
         if not self.final_budget_ratio > 0 or self.final_budget_slack < 0:

@@ -33,6 +33,13 @@ class PromptError(ValueError):
     """The prompt cannot be built or its source span cannot be mapped to tokens."""
 
 
+def instruction_position_error(position: str) -> str | None:
+    """Why `position` is not an instruction position (the message all its checks give), or None if it is one."""
+    if position in INSTRUCTION_TEMPLATES:
+        return None
+    return f"instruction_position must be one of {', '.join(INSTRUCTION_POSITIONS)}, got {position!r}"
+
+
 def language_name(language: str) -> str:
     """The English name the prompt uses for `language` (an ISO code or a name, any case); PromptError if unknown."""
     try:
@@ -64,9 +71,8 @@ class PromptBuilder:
                 f"{type(tokenizer).__name__} is not a fast tokenizer: it gives no character offsets, so source words "
                 f"cannot be mapped to prompt tokens; load the tokenizer with use_fast=True"
             )
-        if instruction_position not in INSTRUCTION_TEMPLATES:
-            raise PromptError(f"instruction_position must be one of {', '.join(INSTRUCTION_POSITIONS)}, got "
-                              f"{instruction_position!r}")
+        if error := instruction_position_error(instruction_position):
+            raise PromptError(error)
         names = {"source": language_name(source_lang), "target": language_name(target_lang)}
         self.tokenizer = tokenizer
         self.system = system_template.format(**names)
