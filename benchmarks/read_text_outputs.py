@@ -7,27 +7,13 @@ runs: SimulEval's instances; speech runs: the output resegmented onto the refere
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
+from agents.evaluation.runs import run_lines
+
 WORD = re.compile(r"[\w']+")
 PERIOD_INSIDE = re.compile(r"\w\. [a-zäöüß]")  # "die. sehr": a full stop followed by a lower-case word
-
-
-def run_lines(run: Path) -> tuple[list[str], list[str], list[str]]:
-    """(hypotheses, references, sources) of one run folder: SimulEval's instances log, OmniSTEval's resegmented
-    speech output (sources: the transcripts the set was spoken from), or the offline row's files."""
-    log = run / "simuleval" / "instances.log"
-    if log.exists():
-        rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-        return [r["prediction"] for r in rows], [r["reference"].strip() for r in rows], [r["source"] for r in rows]
-    resegmented = run / "omnisteval" / "instances.resegmented.jsonl"
-    if resegmented.exists():
-        rows = [json.loads(line) for line in resegmented.read_text().splitlines() if line.strip()]
-        sources = (run / "source.txt").read_text().splitlines()
-        return [r["prediction"] for r in rows], [r["reference"].strip() for r in rows], sources
-    return tuple((run / name).read_text().splitlines() for name in ("offline.txt", "reference.txt", "source.txt"))
 
 
 def copies_source(hypothesis: str, source: str, length: int = 4) -> bool:

@@ -205,6 +205,26 @@ def runs_of(system: str, out: Path) -> list[tuple[RunSpec, Path]]:
     return found
 
 
+def run_lines(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
+    """(hypotheses, references, sources) of one finished run, one entry per reference line: SimulEval's instances
+    log (text runs), OmniSTEval's output resegmented onto the reference lines (speech runs; sources: the transcripts
+    the set was spoken from), or the offline rows' files."""
+    log = run_dir / "simuleval" / "instances.log"
+    if log.exists():
+        rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [r["prediction"] for r in rows], [r["reference"].strip() for r in rows], [r["source"] for r in rows]
+    resegmented = run_dir / "omnisteval" / "instances.resegmented.jsonl"
+    if resegmented.exists():
+        rows = [json.loads(line) for line in resegmented.read_text(encoding="utf-8").splitlines() if line.strip()]
+        sources = (run_dir / "source.txt").read_text(encoding="utf-8").splitlines()
+        return [r["prediction"] for r in rows], [r["reference"].strip() for r in rows], sources
+    if (run_dir / "offline.txt").exists():
+        return tuple((run_dir / name).read_text(encoding="utf-8").splitlines()
+                     for name in ("offline.txt", "reference.txt", "source.txt"))
+    raise EvaluationError(f"{run_dir} holds no output to read (simuleval/instances.log, "
+                          "omnisteval/instances.resegmented.jsonl or offline.txt): the run did not finish")
+
+
 def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1, report=print,
             poll_seconds: float = 1.0) -> list[tuple[RunSpec, Path]]:
     """Run every spec (at most `jobs` at once, each with its share of the CPU threads), printing progress.
