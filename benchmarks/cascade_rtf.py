@@ -191,7 +191,9 @@ def main() -> None:
     window_start, next_report = 0, window_seconds
     print(f"{'minutes':>11} | {'mean chunk':>10} | {'of it ASR':>9} | {'max chunk':>9} | {'mean tail':>9} | "
           f"{'RSS now':>9} | per-stream structures", flush=True)
+    longest_lag = 0.0  # how far behind the audio a live stream would be when a chunk arrives
     for start in range(0, len(audio), step):
+        longest_lag = max(longest_lag, translator.lag_seconds())
         began, calls = time.perf_counter(), len(recognizer.seconds)
         translator.feed_audio(audio[start:start + step])
         chunk_times.append(time.perf_counter() - began)
@@ -224,6 +226,8 @@ def main() -> None:
     print(f"recogniser: {len(recognizer.seconds)} calls, mean {statistics.mean(recognizer.seconds):.3f} s on "
           f"{statistics.mean(recognizer.audio_seconds):.1f} s of tail; {100 * asr_share:.0f}% of the compute")
     print(segment_translator.summary(len(chunk_times)))
+    print(f"longest lag behind the audio: {longest_lag:.1f} s; chunks only buffered to catch up "
+          f"(max_lag_seconds {config.max_lag_seconds:g}): {translator.chunks_buffered}")
     print(f"real-time factor: {rtf:.3f}  (target < 1)")
     print(f"last-minute / first-minute chunk time: {statistics.mean(last) / statistics.mean(first):.2f}x  "
           "(target <= 1.25)")

@@ -10,6 +10,7 @@ import pytest
 
 from common.stream import Emission
 from common.audio import AudioError
+from common.config import ConfigError
 from agents.systems.cascade import CascadeTranslator
 from agents.systems.config import CascadeConfig, LocalAgreementCascadeConfig, WaitkCascadeConfig
 from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, WaitkTranslator
@@ -383,3 +384,77 @@ def test_fake_asr_commit_agreement_reaches_the_transcript_commit_and_is_checked(
     translator = CascadeTranslator(TimelineRecognizer(), AlignAttTranslator(tiny_lm, config, HeadSet(((0, 0),))),
                                    config)
     assert translator.stabilizer.commit_agreement == "sentence_end"
+
+
+class SlowClock:
+    """A wall clock that a fake recogniser advances by `cost` seconds per call: a machine slower than real time."""
+
+    def __init__(self):
+        self.seconds = 100.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+
+class SlowTimelineRecognizer(TimelineRecognizer):
+    def __init__(self, clock: SlowClock, cost: float):
+        super().__init__()
+        self.clock, self.cost, self.tails = clock, cost, []
+
+    def transcribe(self, audio, language, context=""):
+        self.clock.seconds += self.cost
+        self.tails.append(len(audio) / RATE)
+        return super().transcribe(audio, language, context)
+
+
+def slow_cascade(lm, cost: float, **overrides) -> CascadeTranslator:
+    config = CascadeConfig(model="unused", border=1, median_width=3, final_max_new_tokens=12, max_new_tokens=6,
+                           min_start_seconds=0.0, **overrides)
+    clock = SlowClock()
+    translator = AlignAttTranslator(lm, config, HeadSet(((0, 0), (0, 1), (1, 0), (1, 1))))
+    return CascadeTranslator(SlowTimelineRecognizer(clock, cost), translator, config, clock=clock)
+
+
+def test_fake_clock_a_stream_behind_the_audio_buffers_chunks_and_catches_up(tiny_lm):
+    """Each step costs 1.5 s of wall clock for 0.5 s chunks (RTF 3). Off (the default), every chunk is processed and
+    the lag grows without bound; with max_lag_seconds 1, chunks that arrive more than 1 s behind are only buffered,
+    the lag stays within one step's cost of the bound, and every word is still transcribed and translated."""
+    chunk = int(0.5 * RATE)
+    audio = timeline_audio(6.0)
+    lags = {}
+    for max_lag in (0.0, 1.0):
+        translator = slow_cascade(tiny_lm, cost=1.5, max_lag_seconds=max_lag)
+        lags[max_lag] = []
+        for start in range(0, len(audio), chunk):
+            lags[max_lag].append(translator.lag_seconds())  # as the chunk arrives
+            translator.feed_audio(audio[start:start + chunk])
+        translator.flush()
+        assert translator.transcript == " ".join(w for w, _, _ in TIMELINE)
+        assert [len(s) for s in translator.committed_sentences] == [5, 4]
+        if max_lag == 0.0:
+            assert translator.chunks_buffered == 0 and translator.recognizer.calls == len(lags[0.0]) + 1
+        else:
+            assert translator.chunks_buffered > 0
+            assert translator.recognizer.calls + translator.chunks_buffered == len(lags[1.0]) + 1
+            assert max(translator.recognizer.tails) <= translator.config.max_tail_seconds + 0.5
+    assert lags[0.0][-1] > 10.0  # 12 chunks, each 1 s further behind
+    assert max(lags[1.0]) <= 1.0 + 1.5 + 1e-9
+
+
+def test_fake_clock_catching_up_never_lets_the_tail_pass_max_tail_seconds(tiny_lm):
+    translator = slow_cascade(tiny_lm, cost=30.0, max_lag_seconds=0.5, max_tail_seconds=2.0)
+    audio = timeline_audio(6.0)
+    chunk = int(0.5 * RATE)
+    for start in range(0, len(audio), chunk):
+        translator.feed_audio(audio[start:start + chunk])
+    assert translator.chunks_buffered > 0
+    assert max(translator.recognizer.tails) <= 2.0 + 0.5 + 1e-9
+    translator.reset()  # a new stream on the same cascade starts from no lag
+    assert translator.wall_origin is None and translator.chunks_buffered == 0
+
+
+def test_max_lag_seconds_is_checked():
+    from common.config import build_config
+
+    with pytest.raises(ConfigError, match="max_lag_seconds must be >= 0"):
+        build_config(CascadeConfig, {"model": "unused", "max_lag_seconds": -1})

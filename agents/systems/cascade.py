@@ -4,8 +4,9 @@ sentence being spoken, where only words that ended at least `hold_back` seconds 
 """
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -23,9 +24,12 @@ class CascadeTranslator(SpeechStreamingTranslator):
     """ASR with word times -> transcript commit -> a text translator (AlignAtt: append-only; SSBD: retracts within
     the live sentence), chunk-synchronous."""
 
-    def __init__(self, recognizer: SpeechRecognizer, translator: SegmentTranslator, config: SpeechCascadeKnobs):
+    def __init__(self, recognizer: SpeechRecognizer, translator: SegmentTranslator, config: SpeechCascadeKnobs,
+                 clock: Callable[[], float] = time.monotonic):
+        """`clock` (seconds) measures how far behind the audio a live stream is (`max_lag_seconds`)."""
         super().__init__(translator.target_unit)
         self.recognizer = recognizer
+        self.clock = clock
         self.translator = translator
         self.config = config
         self.stabilizer = TranscriptStabilizer(config.max_tail_seconds, config.retranscribe_seconds,
@@ -58,6 +62,8 @@ class CascadeTranslator(SpeechStreamingTranslator):
         self.committed_sentences: deque[tuple[SourceWord, ...]] = deque(maxlen=MAX_KEPT_SENTENCES)
         self.sentences_committed = 0
         self.live_words: tuple[SourceWord, ...] = ()
+        self.wall_origin: float | None = None  # clock() minus the audio received, at the stream's first chunk
+        self.chunks_buffered = 0  # chunks only buffered because the stream was behind (`max_lag_seconds`)
 
     @property
     def now(self) -> float:
@@ -74,9 +80,28 @@ class CascadeTranslator(SpeechStreamingTranslator):
         samples = as_float32_pcm(samples)
         self.tail = np.concatenate([self.tail, samples])
         self.samples_received += len(samples)
-        if self.now < self.config.min_start_seconds or len(samples) == 0:
+        if self.wall_origin is None:
+            self.wall_origin = self.clock() - self.now
+        if self.now < self.config.min_start_seconds or len(samples) == 0 or self._catching_up():
             return Emission()
         return self._emit(self._advance(final=False))
+
+    def lag_seconds(self) -> float:
+        """How far behind the audio this stream is now: wall-clock time since its first chunk arrived minus the audio
+        that arrived since (0 in a live stream that keeps up, and before the first chunk; it grows by RTF - 1 per
+        second of audio when steps cost more than their chunks last)."""
+        return 0.0 if self.wall_origin is None else self.clock() - self.wall_origin - self.now
+
+    def _catching_up(self) -> bool:
+        """Whether to only buffer this chunk: the stream is more than `max_lag_seconds` behind, and the tail still
+        leaves room for it below `max_tail_seconds` (the recogniser's bound)."""
+        lag = self.lag_seconds()
+        tail_seconds = len(self.tail) / self.SAMPLE_RATE
+        if self.config.max_lag_seconds and lag > self.config.max_lag_seconds and \
+                tail_seconds < self.config.max_tail_seconds:
+            self.chunks_buffered += 1
+            return True
+        return False
 
     def flush(self, words: Sequence[SourceWord] = ()) -> Emission:
         if words:

@@ -200,6 +200,10 @@ class SpeechCascadeKnobs:
     commit_agreement: str = knob("words", "what two consecutive hypotheses must agree on to commit a sentence: words "
                                           "(every word up to its end: LocalAgreement-2) or sentence_end (that, or "
                                           "only its end, at the same time within 0.5 s; the latest words are kept)")
+    max_lag_seconds: float = knob(0.0, "live serving on a CPU slower than real time: a chunk that arrives more than "
+                                        "this many seconds behind the audio (wall clock since the stream's first "
+                                        "chunk, minus its audio) is only buffered, so the next step reads both; "
+                                        "0: off (every chunk is processed, as evaluations expect)")
 
     def recognizer_options(self) -> dict:
         """The keyword arguments of `backends.asr.load_recognizer` (all that affect loading, so also the key under
@@ -227,6 +231,8 @@ class SpeechCascadeKnobs:
         if self.commit_agreement not in COMMIT_AGREEMENTS:
             raise ConfigError(f"commit_agreement must be one of {', '.join(COMMIT_AGREEMENTS)}, got "
                               f"{self.commit_agreement!r}")
+        if self.max_lag_seconds < 0:
+            raise ConfigError(f"max_lag_seconds must be >= 0 (0: off), got {self.max_lag_seconds}")
         if self.retranscribe_seconds and not 1 <= self.retranscribe_seconds <= self.max_tail_seconds:
             raise ConfigError(f"retranscribe_seconds must be 0 (off) or between 1 and max_tail_seconds "
                               f"({self.max_tail_seconds}), got {self.retranscribe_seconds}")
