@@ -63,14 +63,15 @@ def paired_bootstrap(systems: dict[str, list[str]], references: Sequence[str], b
 
 
 def format_rows(rows: list[dict]) -> str:
-    lines = [f"{'run':<48} {'BLEU (mean ± 95%)':>24} {'p':>6} {'chrF (mean ± 95%)':>24} {'p':>6}"]
+    width = max(len("run"), *(len(row["system"]) for row in rows))
+    lines = [f"{'run':<{width}} {'BLEU (mean ± 95%)':>24} {'p':>6} {'chrF (mean ± 95%)':>24} {'p':>6}"]
     for row in rows:
         cells = []
         for metric in ("BLEU", "chrF"):
             score, mean, half_width, p_value = row[metric]
             cells.append(f"{score:6.2f} ({mean:5.2f} ± {half_width:4.2f})")
             cells.append("  base" if p_value is None else f"{p_value:6.4f}")
-        lines.append(f"{row['system']:<48} {cells[0]:>24} {cells[1]:>6} {cells[2]:>24} {cells[3]:>6}")
+        lines.append(f"{row['system']:<{width}} {cells[0]:>24} {cells[1]:>6} {cells[2]:>24} {cells[3]:>6}")
     return "\n".join(lines)
 
 

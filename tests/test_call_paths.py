@@ -119,20 +119,24 @@ def simulstream_chains(agent: str, values: dict, audio: np.ndarray) -> CallChain
     return chains
 
 
+# The CPU presets run on llama.cpp; this is the transformers runtime of the same model (`--set backend=hf ...`).
+TRANSFORMERS = {"backend": "hf", "gguf_weights": "", "n_threads": 0, "model_dtype": "bfloat16"}
+
+
 def preset(name: str, **overrides) -> dict:
     return {**read_yaml(eval_configs.path(name)), **overrides}
 
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("agent,values,system,backend", [
-    ("agents.alignatt4llm:Agent", ("alignatt4llm_cpu", {}), "agents/alignatt4llm.py", "backends/hf/"),
-    ("agents.alignatt4llm:Agent", ("alignatt4llm_cpu_low", {}), "agents/alignatt4llm.py", "backends/llama_cpp/"),
-    ("agents.alignatt4llm:WaitkAgent", ("waitk_cpu", {}), "agents/alignatt4llm.py", "backends/hf/"),
+    ("agents.alignatt4llm:Agent", ("alignatt4llm_cpu", {}), "agents/alignatt4llm.py", "backends/llama_cpp/"),
+    ("agents.alignatt4llm:Agent", ("alignatt4llm_cpu", TRANSFORMERS), "agents/alignatt4llm.py", "backends/hf/"),
+    ("agents.alignatt4llm:WaitkAgent", ("waitk_cpu", {}), "agents/alignatt4llm.py", "backends/llama_cpp/"),
     ("agents.alignatt4llm:LocalAgreementAgent", ("local_agreement_cpu", {}), "agents/alignatt4llm.py",
-     "backends/hf/"),
+     "backends/llama_cpp/"),
     ("agents.waitk_gpe:Agent", ("waitk_gpe_cpu", {}), "agents/waitk_gpe.py", "backends/streaming_masks/"),
     ("agents.ssbd:Agent", ("ssbd_cpu", {}), "agents/ssbd.py", "backends/llama_cpp/"),
-], ids=["alignatt-hf", "alignatt-llama_cpp", "waitk", "local_agreement", "waitk_gpe", "ssbd"])
+], ids=["alignatt", "alignatt-hf", "waitk", "local_agreement", "waitk_gpe", "ssbd"])
 def test_speech_cascades_reach_their_backend_within_six_files(agent, values, system, backend, talk,
                                                              embedded_model_path):
     name, overrides = values

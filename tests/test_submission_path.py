@@ -167,7 +167,8 @@ def test_a_session_beyond_the_pool_is_refused_at_once_and_bad_input_is_named(htt
 
     config = SimpleNamespace(hostname="127.0.0.1", port=http_server)
     first, second = HttpProxySpeechProcessor(config), HttpProxySpeechProcessor(config)
-    assert first.speech_chunk_size == 2.5  # takes the pool's only processor
+    preset = yaml.safe_load(eval_configs.path("alignatt4llm_cpu").read_text())
+    assert first.speech_chunk_size == preset["speech_chunk_size"]  # takes the pool's only processor
     started = time.time()
     with pytest.raises(urllib.error.HTTPError) as refused:
         second.set_target_language("de")

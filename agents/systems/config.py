@@ -120,7 +120,8 @@ class DraftBackendKnob:
             if self.n_threads < 0 or self.n_ctx < 64:
                 raise ConfigError(f"n_threads must be >= 0 and n_ctx >= 64, got {self.n_threads} and {self.n_ctx}")
         elif self.gguf_weights:
-            raise ConfigError(f"gguf_weights applies to backend llama_cpp only (backend is {self.backend!r})")
+            raise ConfigError(f"gguf_weights applies to backend llama_cpp only (backend is {self.backend!r}); to run a "
+                              "llama.cpp preset on another backend, clear it: --set gguf_weights=")
 
 
 @dataclass(frozen=True)
