@@ -1,37 +1,32 @@
 """How much the runs of one `simulagents eval --out` folder can be told apart: sacrebleu's paired bootstrap
-resampling (Koehn 2004; Moses' bootstrap-hypothesis-difference-significance.pl) of BLEU and chrF over the reference lines.
+resampling (Koehn 2004; Moses' bootstrap-hypothesis-difference-significance.pl) of BLEU and chrF over the lines.
 
     .venv/bin/python benchmarks/paired_bootstrap.py runs/eval-avx2 --baseline wait-3-cpu-low-avx2_default
 
 Prints, per run, the corpus score, the bootstrap mean with its 95% interval, and the p-value of its difference from
-the baseline run (the first line). Speech runs are compared on OmniSTEval's output resegmented onto the reference
-lines, text runs on SimulEval's instances, offline rows on their sentences; every run must cover the same lines.
+the baseline run (the first line); BLEU tokenizes as the report does for the runs' target language. Speech runs are
+compared on OmniSTEval's output resegmented onto the reference lines, text runs on SimulEval's instances, offline
+rows on their sentences; every run must cover the same lines.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import Sequence
 
-from agents.evaluation.runs import EvaluationError, run_lines
+from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
+from agents.evaluation.scoring import quality_metrics
 
 SAMPLES = 1000  # sacrebleu's default for the paired bootstrap
 SEED = 12345  # sacrebleu's default seed, so two calls draw the same resamples
-
-
-def finished_runs(out: Path) -> dict[str, Path]:
-    runs = {p.name: p for p in sorted(out.glob("runs/*")) if (p / "result.json").exists()}
-    if not runs:
-        raise EvaluationError(f"no finished runs (OUT/runs/*/result.json) in {out}")
-    return runs
 
 
 def paired_bootstrap(systems: dict[str, list[str]], references: Sequence[str], baseline: str, target_lang: str,
                      samples: int = SAMPLES) -> list[dict]:
     """One row per system, the baseline first: {system, metric: (score, mean, half-width of the 95% interval,
     p-value against the baseline or None)} for BLEU and chrF, from sacrebleu's paired bootstrap (`bs`) test."""
-    from sacrebleu.metrics import BLEU, CHRF
     from sacrebleu.significance import PairedTest
 
     if baseline not in systems:
@@ -41,7 +36,7 @@ def paired_bootstrap(systems: dict[str, list[str]], references: Sequence[str], b
             raise EvaluationError(f"{name} has {len(hypotheses)} lines for {len(references)} references: compare "
                                   "runs of one test set")
     named = [(baseline, systems[baseline])] + [(n, h) for n, h in systems.items() if n != baseline]
-    metrics = {"BLEU": BLEU(tokenize="zh" if target_lang == "zh" else "13a"), "chrF": CHRF()}
+    metrics = quality_metrics(target_lang)
     previous_seed = os.environ.get("SACREBLEU_SEED")
     os.environ["SACREBLEU_SEED"] = str(SEED)  # sacrebleu reads its seed from the environment only
     try:
@@ -81,7 +76,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--baseline", required=True, help="the run every other run is compared with (a folder "
                         "name under OUT/runs, e.g. wait-3_default)")
     parser.add_argument("--runs", nargs="+", help="only these runs (default: every finished run in OUT)")
-    parser.add_argument("--tgt-lang", default="de", help="target language (zh: BLEU's Chinese tokenizer)")
     parser.add_argument("--samples", type=int, default=SAMPLES)
     args = parser.parse_args(argv)
     try:
@@ -96,8 +90,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             if run_references != references:
                 raise EvaluationError(f"{name} was scored against other references than {args.baseline}: a paired "
                                       "test needs runs of one test set")
+        target_lang = json.loads((runs[args.baseline] / "result.json").read_text())["target_lang"]
         rows = paired_bootstrap({name: hypotheses for name, (hypotheses, _, _) in lines.items()}, references,
-                                args.baseline, args.tgt_lang, args.samples)
+                                args.baseline, target_lang, args.samples)
     except EvaluationError as error:
         raise SystemExit(f"error: {error}") from None
     print(f"{len(references)} lines, {args.samples} paired bootstrap resamples (sacrebleu, seed {SEED})")

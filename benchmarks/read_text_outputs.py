@@ -10,7 +10,7 @@ import argparse
 import re
 from pathlib import Path
 
-from agents.evaluation.runs import run_lines
+from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
 
 WORD = re.compile(r"[\w']+")
 PERIOD_INSIDE = re.compile(r"\w\. [a-zäöüß]")  # "die. sehr": a full stop followed by a lower-case word
@@ -52,10 +52,11 @@ def describe(run: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="a `simulagents eval --out` folder")
-    runs = sorted(p for p in parser.parse_args().out.glob("runs/*") if (p / "result.json").exists())
-    if not runs:
-        raise SystemExit("no finished runs (OUT/runs/*/result.json) in that folder")
-    for run in runs:
+    try:
+        runs = finished_runs(parser.parse_args().out)
+    except EvaluationError as error:
+        raise SystemExit(f"error: {error}") from None
+    for run in runs.values():
         print(describe(run))
 
 

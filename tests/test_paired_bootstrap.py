@@ -19,17 +19,18 @@ def offline_run(out, name, hypotheses, references=REFERENCES):
     (run / "offline.txt").write_text("\n".join(hypotheses) + "\n")
     (run / "reference.txt").write_text("\n".join(references) + "\n")
     (run / "source.txt").write_text("\n".join(SOURCES) + "\n")
-    (run / "result.json").write_text("{}")
+    (run / "result.json").write_text(json.dumps({"target_lang": "de"}))
     return run
 
 
 def speech_run(out, name, hypotheses):
     run = out / "runs" / name
     (run / "omnisteval").mkdir(parents=True)
-    rows = [{"index": i, "prediction": h, "reference": r + "\n"} for i, (h, r) in enumerate(zip(hypotheses, REFERENCES))]
+    rows = [{"index": i, "prediction": h, "reference": r + "\n"}
+            for i, (h, r) in enumerate(zip(hypotheses, REFERENCES))]
     (run / "omnisteval" / "instances.resegmented.jsonl").write_text("\n".join(map(json.dumps, rows)) + "\n")
     (run / "source.txt").write_text("\n".join(SOURCES) + "\n")
-    (run / "result.json").write_text("{}")
+    (run / "result.json").write_text(json.dumps({"target_lang": "de"}))
     return run
 
 

@@ -205,6 +205,14 @@ def runs_of(system: str, out: Path) -> list[tuple[RunSpec, Path]]:
     return found
 
 
+def finished_runs(out: Path) -> dict[str, Path]:
+    """{run folder name: run directory} of every run in `out` that was scored (has its result.json)."""
+    runs = {p.name: p for p in sorted(out.glob("runs/*")) if (p / "result.json").exists()}
+    if not runs:
+        raise EvaluationError(f"no finished runs (OUT/runs/*/result.json) in {out}")
+    return runs
+
+
 def run_lines(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
     """(hypotheses, references, sources) of one finished run, one entry per reference line: SimulEval's instances
     log (text runs), OmniSTEval's output resegmented onto the reference lines (speech runs; sources: the transcripts
@@ -229,7 +237,8 @@ def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1
             poll_seconds: float = 1.0) -> list[tuple[RunSpec, Path]]:
     """Run every spec (at most `jobs` at once, each with its share of the CPU threads), printing progress.
 
-    Returns (spec, run directory) of each run in the order they finished; EvaluationError names the runs that failed and where their logs are."""
+    Returns (spec, run directory) of each run in the order they finished; EvaluationError names the runs that failed
+    and where their logs are."""
     pending, running, finished, failed = list(specs), [], [], []
     threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
     last_report = time.monotonic()

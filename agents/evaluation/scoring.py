@@ -144,7 +144,8 @@ def score_text(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
     scores = read_scores_tsv(output / "scores.tsv")
     predictions = [json.loads(line)["prediction"] for line in instances.read_text(encoding="utf-8").splitlines()]
     if not any(p.strip() for p in predictions):
-        raise ScoringError(f"{run_dir.name}: every hypothesis is empty; nothing to score (see {run_dir / 'harness.log'})")
+        raise ScoringError(f"{run_dir.name}: every hypothesis is empty; nothing to score "
+                           f"(see {run_dir / 'harness.log'})")
     shortform = run_omnisteval(["shortform", "--hypothesis_file", str(instances), "--ref_sentences_file",
                                 str(run_dir / "reference.txt"), *unit_flags(dataset, longform=False)],
                                run_dir / "omnisteval")
@@ -154,11 +155,16 @@ def score_text(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
 
 # -- offline: whole sentences --------------------------------------------------------------------------------------
 
-def corpus_quality(hypotheses: list[str], references: list[str], target_lang: str) -> dict[str, float]:
+def quality_metrics(target_lang: str) -> dict:
+    """sacrebleu's BLEU (its Chinese tokenizer for zh) and chrF, by report name."""
     from sacrebleu.metrics import BLEU, CHRF
 
-    return {"BLEU": BLEU(tokenize="zh" if target_lang == "zh" else "13a").corpus_score(hypotheses, [references]).score,
-            "chrF": CHRF().corpus_score(hypotheses, [references]).score}
+    return {"BLEU": BLEU(tokenize="zh" if target_lang == "zh" else "13a"), "chrF": CHRF()}
+
+
+def corpus_quality(hypotheses: list[str], references: list[str], target_lang: str) -> dict[str, float]:
+    return {name: metric.corpus_score(hypotheses, [references]).score
+            for name, metric in quality_metrics(target_lang).items()}
 
 
 def score_offline(run_dir: Path, dataset: EvalSet) -> dict[str, float]:

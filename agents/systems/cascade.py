@@ -95,10 +95,10 @@ class CascadeTranslator(SpeechStreamingTranslator):
     def _catching_up(self) -> bool:
         """Whether to only buffer this chunk: the stream is more than `max_lag_seconds` behind, and the tail still
         leaves room for it below `max_tail_seconds` (the recogniser's bound)."""
-        lag = self.lag_seconds()
+        if not self.config.max_lag_seconds:
+            return False
         tail_seconds = len(self.tail) / self.SAMPLE_RATE
-        if self.config.max_lag_seconds and lag > self.config.max_lag_seconds and \
-                tail_seconds < self.config.max_tail_seconds:
+        if self.lag_seconds() > self.config.max_lag_seconds and tail_seconds < self.config.max_tail_seconds:
             self.chunks_buffered += 1
             return True
         return False
