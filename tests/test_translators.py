@@ -1,6 +1,7 @@
 """The LLM text translators (AlignAtt and wait-k) on tiny checkpoints: append-only output, stability units,
 stream isolation, the extreme operating points, and clear errors for bad input."""
 import dataclasses
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,58 @@ def test_stopping_the_draft_at_the_first_rejected_token_changes_no_decision(tiny
     assert [e.new_units for e in stream(early, SENTENCE)] == [e.new_units for e in stream(full, SENTENCE)]
     assert [s.scan for s in early.steps] == [s.scan for s in full.steps]
     assert sum(len(s.draft.tokens) for s in early.steps) <= sum(len(s.draft.tokens) for s in full.steps)
+
+
+class ScriptedDraftSession:
+    """Stands in for a model session (a fake: no model writes these drafts on purpose): drafts the scripted
+    translation of the longest scripted source the prompt holds, after the target prefix the prompt ends with, and
+    ends it with end-of-sequence as a model does once it has translated what it read."""
+
+    def __init__(self, tokenizer, translations: dict[str, str]):
+        self.tokenizer, self.translations = tokenizer, translations
+
+    def reset(self):
+        pass
+
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None):
+        from backends.hf.lm import Draft
+
+        prompt = self.tokenizer.decode(prompt_ids)
+        source = max((s for s in self.translations if s in prompt), key=len)
+        prefix = prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]  # after Qwen3's empty thought
+        assert self.translations[source].startswith(prefix), f"the prompt's target {prefix!r} is not the model's text"
+        draft = Draft(prompt_length=len(prompt_ids))
+        for token in self.tokenizer.encode(self.translations[source][len(prefix):], add_special_tokens=False):
+            draft.tokens.append(token)
+            if len(draft.tokens) == max_new_tokens or (stop is not None and stop(draft)):
+                return draft
+        draft.finished = True
+        return draft
+
+
+@pytest.mark.parametrize("translator_class", [WaitkTranslator, AlignAttTranslator])
+def test_a_live_draft_that_ends_does_not_commit_its_last_word_before_the_punctuation_that_may_follow(
+        tiny_lm, translator_class):
+    """After "Good morning everyone," a model may end its draft at "zusammen" and write "zusammen, und" once
+    "thank" is read. Committing "zusammen" at the draft's end left the comma a unit of its own: "zusammen , und"."""
+    words = "Good morning everyone, thank you.".split()
+    translations = {" ".join(words[:n]): text for n, text in [
+        (1, "Guten"), (2, "Guten Morgen"), (3, "Guten Morgen zusammen"), (4, "Guten Morgen zusammen, und danke"),
+        (5, "Guten Morgen zusammen, und danke Ihnen.")]}
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer,
+                         session=lambda heads: ScriptedDraftSession(tiny_lm.tokenizer, translations))
+    if translator_class is WaitkTranslator:
+        translator = WaitkTranslator(lm, WaitkConfig(k=1, final_max_new_tokens=40))
+    else:  # every token accepted: the policy writes as much as the draft holds
+        translator = AlignAttTranslator(lm, AlignAttConfig(border=1000, final_max_new_tokens=40), heads_of(tiny_lm))
+        translator._draft_and_accept = lambda prompt, budget, accessible: (
+            (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    emissions = stream(translator, words)
+    units = [unit for emission in emissions for unit in emission.new_units]
+    assert " ".join(units) == "Guten Morgen zusammen, und danke Ihnen."
+    assert "zusammen," in units  # the word waited for its comma; before, "zusammen" and "," were two units
+    # A live step commits all but the last word of a draft that ended; the final step commits the rest.
+    assert [list(e.new_units) for e in emissions[:3]] == [[], ["Guten"], ["Morgen"]]
 
 
 def test_local_agreement_commits_only_what_two_translations_agree_on(tiny_lm):

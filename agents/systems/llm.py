@@ -208,8 +208,10 @@ class LLMTranslator(StreamingTranslator):
             draft_text = draft_text.replace(REPLACEMENT_CHARACTER, "")
         usable, degenerate = self._usable_length(draft_text)
         if final or degenerate:
-            # The draft is complete up to `usable` (it ended, or what follows is no longer a translation).
-            committed_length = committable_prefix_length(draft_text[:usable], "", self.target_unit)
+            # The draft is a translation up to `usable` (it ended, or what follows is no longer one); only a final
+            # draft's last unit is complete there.
+            committed_length = committable_prefix_length(draft_text[:usable], "" if final else None,
+                                                         self.target_unit)
         else:
             committed_length = len(draft_text)
         if not final:
@@ -242,10 +244,13 @@ class LLMTranslator(StreamingTranslator):
         return self._usable_length(self._decode(draft.tokens))[1]
 
     def _committable_length(self, draft: Draft, accepted: int) -> int:
-        """Round the accepted token prefix back to the last complete stability unit."""
+        """Round a live draft's accepted token prefix back to the last complete stability unit. Where the draft
+        ends (its budget, or end-of-sequence after a partial source) its last unit may still go on: "zusammen"
+        becomes "zusammen," once more source is heard, and a unit committed without its comma would leave
+        the comma a unit of its own (" ,")."""
         accepted_text = self._decode(draft.tokens[:accepted])
         if accepted == len(draft.tokens):
-            next_char = "" if draft.finished else None
+            next_char = None
         else:
             next_char = self._decode(draft.tokens[: accepted + 1])[len(accepted_text):][:1] or None
         return committable_prefix_length(accepted_text, next_char, self.target_unit)
@@ -369,9 +374,9 @@ class LocalAgreementTranslator(LLMTranslator):
                                    capture=False, stop=self._degenerate)
         text = self._decode(draft.tokens)
         text = text[: self._usable_length(text)[0]]
-        units = split_units(text, self.target_unit)
-        if not draft.finished:  # cut by the budget: the last unit may be incomplete
-            units = units[:-1]
+        # The last unit may go on, whether the budget cut it or the draft ended on a partial source ("zusammen"
+        # before "zusammen,"): as in every live step, it is never agreed on.
+        units = split_units(text, self.target_unit)[:-1]
         self.hypotheses.append(units)
         agreed = agreed_prefix(list(self.hypotheses))
         self.hypotheses = deque((h[agreed:] for h in self.hypotheses), maxlen=self.hypotheses.maxlen)
