@@ -195,8 +195,9 @@ def run_benchmark(python: str, args: list[str], timeout: float) -> str:
 
 
 def vllm_rows(explicit_python: str | None, tokens: int) -> list[Row]:
-    """Capture overhead with CUDA graphs on (or the backend's clear refusal: capture under graphs is unverified,
-    docs/vllm.md) and on an eager engine."""
+    """Capture overhead with CUDA graphs on (the capturing engine opted in with capture_with_cuda_graphs, its
+    drafts compared with an eager capturing engine's: the verification docs/vllm.md asks for) and on an eager
+    engine."""
     python = vllm_python(explicit_python)
     if python is None:
         return [Row("vLLM capture", "not run: no interpreter with vLLM and CUDA (set --vllm-python)")]
@@ -210,6 +211,14 @@ def vllm_rows(explicit_python: str | None, tokens: int) -> list[Row]:
             value = "refused clearly (capture under graphs unverified)" if refused else f"failed: {error}"
             rows.append(Row(f"vLLM capture, {mode}", value, "correct or refused", refused))
             continue
+        agreement = re.search(r"compiled vs eager: tokens identical (\d+)/(\d+), decisions identical (\d+)/(\d+), "
+                              r"max abs diff of the replayed attention (\S+)", output)
+        if agreement:
+            same_tokens, prompts_run, same_decisions, _, difference = agreement.groups()
+            rows.append(Row(f"vLLM capture, {mode}, vs eager engine", f"tokens {same_tokens}/{prompts_run}, decisions "
+                            f"{same_decisions}/{prompts_run} identical, max abs diff {difference}",
+                            "tokens and decisions identical",
+                            same_tokens == prompts_run and same_decisions == prompts_run))
         rates = dict(re.findall(r"^\s+(plain|capture)\s+([\d.]+)", output, re.MULTILINE))
         ratio = float(rates["capture"]) / float(rates["plain"])
         rows.append(Row(f"vLLM tokens/s plain / capture, {mode}", f"{rates['plain']} / {rates['capture']} "

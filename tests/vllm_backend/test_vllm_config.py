@@ -53,8 +53,10 @@ def test_unknown_backend_and_int8_on_vllm_are_config_errors():
 
 
 def test_capture_under_cuda_graphs_is_refused_clearly_until_it_is_verified():
-    with pytest.raises(ValueError, match="capture under CUDA graphs is not supported yet.*enforce_eager=True"):
+    with pytest.raises(ValueError, match="capture under CUDA graphs is not supported yet.*enforce_eager=True.*"
+                                         "capture_with_cuda_graphs=True"):
         refuse_capture_under_cuda_graphs(((1, 0),), enforce_eager=False, cuda=True)
+    refuse_capture_under_cuda_graphs(((1, 0),), enforce_eager=False, cuda=True, opted_in=True)  # make gpu-check
     refuse_capture_under_cuda_graphs(((1, 0),), enforce_eager=True, cuda=True)  # eager CUDA engine: captures
     refuse_capture_under_cuda_graphs(((1, 0),), enforce_eager=False, cuda=False)  # compiled on CPU: no graphs
     refuse_capture_under_cuda_graphs(None, enforce_eager=False, cuda=True)  # a plain engine may use graphs
