@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from agents.evaluation.provenance import differences
 from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
 from agents.evaluation.scoring import quality_metrics
 
@@ -97,6 +98,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(f"error: {error}") from None
     print(f"{len(references)} lines, {args.samples} paired bootstrap resamples (sacrebleu, seed {SEED})")
     print(format_rows(rows))
+    unlike = differences({name: runs[name] for name in chosen})
+    if unlike:
+        print("Not the same code, CPU or packages (environment.json), so a difference may not be the policy's:")
+        print("\n".join("  " + line for line in unlike))
 
 
 if __name__ == "__main__":

@@ -142,6 +142,9 @@ def test_slower_than_real_time_system_gets_ca_above_cu_with_fake_slow_agent(talk
         assert output.ideal_delays and all(ca - cu >= 1.5 for cu, ca in zip(output.ideal_delays,
                                                                             output.computational_aware_delays))
     assert (out / "table.md").read_text().count("| en→de |") == 1
+    environment = json.loads((out / "runs/fake_agents_default/environment.json").read_text())
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=TESTS.parent, capture_output=True, text=True).stdout
+    assert environment["commit"] == (head.strip() or None) and environment["cores"] and environment["packages"]
 
 
 def test_score_only_scores_the_runs_left_in_out_without_running_them_with_fake_agent(talks, tmp_path, monkeypatch,

@@ -83,3 +83,16 @@ def test_runs_of_other_test_sets_or_unknown_names_are_refused(tmp_path):
         paired_bootstrap.main([str(tmp_path), "--baseline", "c"])
     with pytest.raises(SystemExit, match="no finished runs"):
         paired_bootstrap.main([str(tmp_path / "empty"), "--baseline", "a"])
+
+
+def test_runs_of_other_code_are_named_under_the_table(tmp_path, capsys):
+    speech_run(tmp_path, "new_default", POOR)
+    old = offline_run(tmp_path, "old_offline", REFERENCES)
+    paired_bootstrap.main([str(tmp_path), "--baseline", "new_default", "--samples", "50"])
+    assert "Not the same code" not in capsys.readouterr().out  # neither run says: nothing to tell apart
+    (old / "environment.json").write_text(json.dumps({"commit": "abcdef1234567", "diff_sha1": None, "cpu": "CPU X",
+                                                      "cpu_flags": ["avx2"], "packages": {}}))
+    paired_bootstrap.main([str(tmp_path), "--baseline", "new_default", "--samples", "50"])
+    printed = capsys.readouterr().out
+    assert "Not the same code, CPU or packages" in printed
+    assert "old_offline: abcdef1234, CPU X (avx2)" in printed and "new_default: unknown" in printed

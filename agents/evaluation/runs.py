@@ -19,6 +19,7 @@ from typing import Sequence
 import yaml
 
 from agents.evaluation.data import EvalSet
+from agents.evaluation.provenance import ENVIRONMENT_FILE, environment
 
 SPEECH, TEXT, OFFLINE = "speech", "text", "offline"
 OFFLINE_CASCADE = "offline-cascade"  # the model on the recogniser's transcript of each whole segment (speech only)
@@ -241,6 +242,8 @@ def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1
     and where their logs are."""
     pending, running, finished, failed = list(specs), [], [], []
     threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
+    root = Path(__file__).resolve().parents[2]
+    machine_and_code = environment(root)
     last_report = time.monotonic()
     while pending or running:
         while pending and len(running) < jobs:
@@ -253,9 +256,10 @@ def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1
             env = dict(os.environ)
             if jobs > 1:
                 env.setdefault("OMP_NUM_THREADS", str(threads))
+            (run_dir / ENVIRONMENT_FILE).write_text(json.dumps(
+                {**machine_and_code, "omp_num_threads": env.get("OMP_NUM_THREADS")}, indent=2))
             with open(run_dir / "harness.log", "w") as log:
-                process = subprocess.Popen(arguments, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                           cwd=Path(__file__).resolve().parents[2])
+                process = subprocess.Popen(arguments, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
             running.append(RunningRun(spec, run_dir, process, time.monotonic()))
             report(f"started {spec.slug} ({spec.kind}): {run_dir / 'harness.log'}")
         for run in list(running):
