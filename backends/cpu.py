@@ -27,6 +27,11 @@ def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, frozenset[str]
     return model, flags
 
 
+def relevant_flags(flags: frozenset[str]) -> list[str]:
+    """Those of RELEVANT_FLAGS this CPU has, in their order: what a timing or a run records beside its figures."""
+    return [flag for flag in RELEVANT_FLAGS if flag in flags]
+
+
 def has_native_bf16(flags: frozenset[str] | None = None) -> bool:
     """True when bf16 matrix products run in hardware; elsewhere (AVX2-only x86, older ARM) bf16 weights are
     converted on the fly and run slower than float32."""

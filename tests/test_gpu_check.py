@@ -54,7 +54,7 @@ attention 3.10e-06
 @pytest.mark.parametrize("tokens, decisions, passed", [(4, 4, "ok"), (4, 3, "FAIL")])
 def test_the_vllm_rows_read_the_graph_engine_against_the_eager_engine(monkeypatch, tokens, decisions, passed):
     """vLLM only runs in a CUDA environment here, so its rows are read from a recorded output of the benchmark."""
-    sys.path.insert(0, str(SCRIPT.parent))
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
     import gpu_check
 
     monkeypatch.setattr(gpu_check, "vllm_python", lambda explicit: "python")

@@ -10,7 +10,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from backends.cpu import RELEVANT_FLAGS, cpu_info
+from backends.cpu import cpu_info, relevant_flags
 
 ENVIRONMENT_FILE = "environment.json"
 UNTRACKED_READ_BYTES = 1 << 20
@@ -60,7 +60,7 @@ def package_versions() -> dict[str, str | None]:
 def environment(root: Path) -> dict:
     model, flags = cpu_info()
     return {**git_state(root),
-            "cpu": model, "cpu_flags": [flag for flag in RELEVANT_FLAGS if flag in flags], "cores": os.cpu_count(),
+            "cpu": model, "cpu_flags": relevant_flags(flags), "cores": os.cpu_count(),
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "python": platform.python_version(),
             "packages": package_versions()}
 
