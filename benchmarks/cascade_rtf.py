@@ -2,13 +2,15 @@
 costs the same late in the talk as early on: mean per-chunk time in the last minute over the first.
 
     python benchmarks/cascade_rtf.py [--minutes 10] [--window-minutes 10] [--config alignatt4llm_cpu] [--set key=value ...]
+                                     [--wav TALK.wav]
 
 The talk is the English side of the MCIF dev set (../shared/data) spoken sentence after sentence, or a built-in
 text when that folder is absent. Run on a quiet machine: other processes on the 2 cores distort every ratio.
 Targets on 2 CPU cores with the embedded default: RTF < 1, last/first minute <= 1.25.
 For long talks it also prints, per window of `--window-minutes`, the mean chunk time and the part of it spent in the
 recogniser, the mean audio tail it re-transcribed, the resident memory at the window's end and the sizes of the
-cascade's per-stream structures: flat rows are what a 2.5-hour talk needs.
+cascade's per-stream structures: flat rows are what a 2.5-hour talk needs. `--wav` streams a recorded 16 kHz mono
+talk instead (a machine without espeak-ng, or real speech).
 """
 from __future__ import annotations
 
@@ -62,6 +64,17 @@ def talk_sentences(minutes: float) -> list[str]:
         chosen.append(sentence)
         words += len(sentence.split())
     return chosen
+
+
+def read_talk(path: Path) -> tuple:
+    """A recorded talk as float32 samples at 16 kHz; a clear error for anything the cascade would not be fed."""
+    if not path.is_file():
+        sys.exit(f"--wav {path}: no such file")
+    audio, rate = soundfile.read(str(path), dtype="float32")
+    if rate != SAMPLE_RATE or audio.ndim != 1:
+        sys.exit(f"--wav {path}: {rate} Hz, {audio.shape[1] if audio.ndim > 1 else 1} channel(s); the cascade is fed "
+                 f"{SAMPLE_RATE} Hz mono (convert it: ffmpeg -i {path} -ar {SAMPLE_RATE} -ac 1 talk.wav)")
+    return audio, rate
 
 
 def resident_mib() -> float:
@@ -156,18 +169,24 @@ def main() -> None:
                         help="report chunk time and resident memory per window of this many minutes")
     parser.add_argument("--config", default="alignatt4llm_cpu")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--wav", type=Path, help="a 16 kHz mono talk to stream instead of synthesising one")
     args = parser.parse_args()
 
     values = {**read_yaml(eval_configs.path(args.config)), **parse_overrides(args.set)}
     chunk_seconds = float(values["speech_chunk_size"])
     config = build_config(CascadeConfig, values)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        wav = Path(tmp) / "talk.wav"
-        synthesize_talk(talk_sentences(args.minutes), wav)
-        audio, rate = soundfile.read(str(wav), dtype="float32")
+    if args.wav:
+        audio, rate = read_talk(args.wav)
+        source = args.wav.name
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            wav = Path(tmp) / "talk.wav"
+            synthesize_talk(talk_sentences(args.minutes), wav)
+            audio, rate = soundfile.read(str(wav), dtype="float32")
+        source = "espeak-ng speech"
     audio = audio[: int(args.minutes * 60 * rate)]
-    print(f"talk: {len(audio) / rate / 60:.1f} min of espeak-ng speech; config {args.config} "
+    print(f"talk: {len(audio) / rate / 60:.1f} min of {source}; config {args.config} "
           f"(chunk {chunk_seconds} s, hold-back {config.hold_back} s, model {config.model}, asr {config.asr})")
 
     print(cpu_summary())

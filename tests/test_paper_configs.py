@@ -5,12 +5,22 @@ attention across the real 512-token sliding window."""
 import pytest
 import torch
 from alignatt_parity import assert_replay_matches_reference
-from tiny_checkpoints import GEMMA4_E4B_REPO, GEMMA4_E4B_TEXT, TINY_CORPUS, build_paper_gemma4
+from tiny_checkpoints import (
+    GEMMA4_E4B_REPO,
+    GEMMA4_E4B_TEXT,
+    GEMMA4_NARROW_WIDTHS,
+    TINY_CORPUS,
+    TINY_VOCAB_SIZE,
+    build_paper_gemma4,
+    build_tiny_tokenizer,
+    temper_attention_logits,
+)
+from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
 from backends.heads import PUBLISHED_HEADS
 from backends.hf.lm import CausalLM
 from backends.hf.prompt import PromptBuilder
-from backends.hf.reference import eager_source_attention
+from backends.hf.reference import eager_attention, eager_source_attention
 
 QWEN3_1_7B = {"num_hidden_layers": 28, "num_attention_heads": 16}  # Qwen/Qwen3-1.7B's config.json
 
@@ -95,3 +105,58 @@ def test_replay_equals_eager_attention_across_the_real_sliding_window(e4b):
     outside = prompt.source_positions < draft.positions[0] - 512 + 1
     assert sliding and outside.any() and float(reference[0][sliding][:, outside].abs().max()) == 0.0
     assert_replay_matches_reference(replayed, reference, prompt)
+
+
+def real_width_gemma4(layers: int, temper: bool) -> CausalLM:
+    """Gemma-4 E4B's first `layers` layers at its real attention widths (hidden 2560, head_dim 256, 512 on the full
+    layer), float32; the vocabulary and MLP are narrowed (they do not shape attention) to keep it small."""
+    tokenizer = build_tiny_tokenizer("gemma4")
+    values = {**GEMMA4_E4B_TEXT, "num_hidden_layers": layers, "layer_types": GEMMA4_E4B_TEXT["layer_types"][:layers],
+              "num_kv_shared_layers": 0, "intermediate_size": 2560, "vocab_size": TINY_VOCAB_SIZE,
+              "vocab_size_per_layer_input": TINY_VOCAB_SIZE}
+    config = Gemma4TextConfig(**values, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                              pad_token_id=tokenizer.pad_token_id)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = Gemma4ForCausalLM(config).eval()
+    if temper:
+        temper_attention_logits(model, GEMMA4_NARROW_WIDTHS["head_dim"])
+    lm = CausalLM(model, tokenizer)
+    lm.stop_token_ids = frozenset()  # random weights: draft the whole budget
+    return lm
+
+
+@pytest.fixture(scope="module")
+def real_widths():
+    return {temper: real_width_gemma4(6, temper) for temper in (False, True)}
+
+
+def top_weights(lm: CausalLM, prompt) -> torch.Tensor:
+    """The largest attention weight of each of the last 16 rows, per layer and head, from an eager forward."""
+    with torch.inference_mode(), eager_attention(lm.model):
+        output = lm.model(torch.tensor([prompt.token_ids]), output_attentions=True)
+    return torch.stack([a[0, :, -16:].float().amax(-1) for a in output.attentions])
+
+
+def test_random_attention_at_the_real_widths_is_tempered_out_of_saturation(real_widths):
+    """Untempered, a random head of width 256 or 512 puts nearly all weight on one key (the state in which the GPU
+    check's 42-layer float32 forward drifted 1e-1 from its eager reference); tempered, rows spread like the narrow
+    model's."""
+    prompt = long_prompt(real_widths[True], 600)
+    assert float(top_weights(real_widths[False], prompt).median()) > 0.9  # measured 0.96 (0.99 at the full layer)
+    assert float(top_weights(real_widths[True], prompt).median()) < 0.6  # measured 0.36
+
+
+def test_capture_parity_at_the_real_attention_widths_in_float32(real_widths):
+    """The GPU check's condition on CPU: float32, real head widths (sliding 256, full 512), a prompt past the 512-token
+    window; replay equals eager attention and every AlignAtt decision is the same."""
+    lm = real_widths[True]
+    heads = [(layer, head) for layer in range(6) for head in (0, 5)]
+    assert lm.model.model.layers[5].self_attn.head_dim == 512
+    prompt = long_prompt(lm, 600)
+    draft = lm.session(heads).draft(prompt.token_ids, 8)
+    assert len(draft.tokens) == 8
+    replayed = draft.source_attention(prompt.source_positions)
+    reference = eager_source_attention(
+        lm.model, prompt.token_ids + draft.tokens, heads, list(draft.positions), prompt.source_positions)
+    assert_replay_matches_reference(replayed, reference, prompt, tolerance=1e-4)

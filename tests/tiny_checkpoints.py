@@ -695,8 +695,25 @@ def build_paper_gemma4(*, narrow: bool, seed: int = 0, dtype: torch.dtype = torc
     with torch.random.fork_rng(devices=[]), _default_dtype(dtype), torch.device(device):
         torch.manual_seed(seed)
         model = Gemma4ForCausalLM(config)
+    temper_attention_logits(model, GEMMA4_NARROW_WIDTHS["head_dim"])
     _stop_at_end_of_turn(model, tokenizer, "gemma4")
     return model.eval(), tokenizer
+
+
+@torch.no_grad()
+def temper_attention_logits(model: PreTrainedModel, reference_head_dim: int) -> None:
+    """Give every head the logit spread of a `reference_head_dim`-wide head by scaling its query norm's weight by
+    sqrt(reference_head_dim / head_dim) (the narrow model's sliding-window heads are that wide and stay unchanged).
+
+    Gemma-4 normalises q and k and attends with scaling 1.0, so with the initial norm weights (ones) a head of width d
+    has logits of standard deviation about sqrt(d): 16 at head_dim 256, 23 at 512. Such random attention is
+    saturated (a row's top weight is 0.9999), and a saturated random network is chaotic: the 1e-7 rounding
+    difference between SDPA and eager attention grows through the layers (to 1e-1 in a 42-layer float32 forward on
+    an H100), so no reference forward can check the capture. Trained weights learn norms that keep logits moderate;
+    this gives random ones the same. Speed does not change."""
+    for name, module in model.named_modules():
+        if name.endswith("self_attn.q_norm") and getattr(module, "weight", None) is not None:
+            module.weight.mul_((reference_head_dim / module.weight.shape[0]) ** 0.5)
 
 
 def build_paper_qwen3_asr(*, aligner: bool, narrow: bool, seed: int = 0, dtype: torch.dtype = torch.float32,

@@ -31,8 +31,8 @@ def eager_source_attention(
     with eager_attention(model):
         device = next(model.parameters()).device
         output = model(torch.tensor([list(token_ids)], device=device), output_attentions=True)
-    rows = torch.as_tensor(list(query_positions))
-    columns = torch.as_tensor(list(source_positions))
+    rows = torch.as_tensor(list(query_positions), dtype=torch.long)  # long even when empty (an empty draft)
+    columns = torch.as_tensor(list(source_positions), dtype=torch.long)
     return torch.stack(
         [output.attentions[layer][0, head].float().cpu()[rows][:, columns] for layer, head in heads], dim=1
     )
