@@ -1,6 +1,8 @@
 """`make gpu-check`: the paper's GPU path on a CUDA machine, without downloading a weight. Gemma-4 E4B-it,
-Qwen3-ASR-1.7B and its forced aligner are built at their real configurations with random weights (speed does not
-depend on the weights) and written into a Hugging Face cache, so every loader takes the path a user's cache takes.
+Qwen3-ASR-1.7B and its forced aligner are built at their real configurations with random weights and written into
+a Hugging Face cache, so every loader takes the path a user's cache takes. The cost of a token does not depend on
+the weights, but where random weights stop does: the LLM rows decode every draft to its budget, and the cascade's
+recogniser and translator may run to theirs (an upper bound on a trained model's time).
 
     python benchmarks/gpu_check.py [--device cuda] [--tokens 32] [--prompts 6] [--cascade-minutes 3]
                                    [--cascade-chunks 0.85,1.5] [--talk-wav TALK.wav] [--hub-cache DIR]
