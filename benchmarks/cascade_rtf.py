@@ -30,6 +30,7 @@ from agents.simulstream_cli import parse_overrides
 from agents.systems.cascade import CascadeTranslator
 from agents.systems.config import CascadeConfig
 from agents.systems.llm import AlignAttTranslator
+from common.audio import AudioError, read_wav_info
 from common.config import build_config, read_yaml
 from common.synthetic_speech import SAMPLE_RATE, synthesize_talk
 
@@ -70,11 +71,14 @@ def read_talk(path: Path) -> tuple:
     """A recorded talk as float32 samples at 16 kHz; a clear error for anything the cascade would not be fed."""
     if not path.is_file():
         sys.exit(f"--wav {path}: no such file")
-    audio, rate = soundfile.read(str(path), dtype="float32")
-    if rate != SAMPLE_RATE or audio.ndim != 1:
-        sys.exit(f"--wav {path}: {rate} Hz, {audio.shape[1] if audio.ndim > 1 else 1} channel(s); the cascade is fed "
-                 f"{SAMPLE_RATE} Hz mono (convert it: ffmpeg -i {path} -ar {SAMPLE_RATE} -ac 1 talk.wav)")
-    return audio, rate
+    try:
+        rate, channels, _ = read_wav_info(path)  # the header only: a long talk is not read just to be refused
+    except AudioError as error:
+        sys.exit(f"--wav {path}: {error}")
+    if rate != SAMPLE_RATE or channels != 1:
+        sys.exit(f"--wav {path}: {rate} Hz, {channels} channel(s); the cascade is fed {SAMPLE_RATE} Hz mono "
+                 f"(convert it: ffmpeg -i {path} -ar {SAMPLE_RATE} -ac 1 talk.wav)")
+    return soundfile.read(str(path), dtype="float32")
 
 
 def resident_mib() -> float:

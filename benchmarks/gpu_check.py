@@ -174,8 +174,8 @@ def speed_rows(device: str, dtype: str, tokens: int, prompt_count: int) -> list[
         # run on a new prompt pays one-time costs of its shapes (kernel plans) that the next runs reuse.
         for name in names[index % len(names):] + names[:index % len(names)]:
             results[name].append(runs[name](prompt))
-    ms = {name: 1000 * sum(r[0] for r in rows) / max(1, sum(r[2] for r in rows)) for name, rows in results.items()}
     decoded = {name: sum(r[2] for r in rows) for name, rows in results.items()}
+    ms = {name: 1000 * sum(r[0] for r in rows) / max(1, decoded[name]) for name, rows in results.items()}
     prompt_tokens = statistics.mean(len(p.token_ids) for p in built)
     where = f"{dtype}, {len(built)} prompts of ~{prompt_tokens:.0f} tokens, {len(heads)} heads"
     equal_work = len(set(decoded.values())) == 1 and decoded["plain"] == tokens * len(built)
@@ -277,11 +277,11 @@ RTF_TARGETS = {0.85: 0.5}
 
 def cascade_rows(device: str, dtype: str, minutes: float, chunks: list[float], talk_wav: Path | None) -> list[Row]:
     rows = []
+    talk = ["--wav", str(talk_wav)] if talk_wav else []
     for chunk in chunks:
         target = RTF_TARGETS.get(chunk)
         settings = [f"speech_chunk_size={chunk}", f"model_device={device}", f"asr_device={device}",
                     f"model_dtype={dtype}", f"asr_dtype={dtype}"]
-        talk = ["--wav", str(talk_wav)] if talk_wav else []
         try:
             output = run_benchmark(sys.executable, ["benchmarks/cascade_rtf.py", "--config", "alignatt4llm_low",
                                                     "--minutes", str(minutes), *talk,

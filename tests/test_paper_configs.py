@@ -5,17 +5,7 @@ attention across the real 512-token sliding window."""
 import pytest
 import torch
 from alignatt_parity import assert_replay_matches_reference
-from tiny_checkpoints import (
-    GEMMA4_E4B_REPO,
-    GEMMA4_E4B_TEXT,
-    GEMMA4_NARROW_WIDTHS,
-    TINY_CORPUS,
-    TINY_VOCAB_SIZE,
-    build_paper_gemma4,
-    build_tiny_tokenizer,
-    temper_attention_logits,
-)
-from transformers import Gemma4ForCausalLM, Gemma4TextConfig
+from tiny_checkpoints import GEMMA4_E4B_REPO, GEMMA4_E4B_TEXT, TINY_CORPUS, TINY_VOCAB_SIZE, build_paper_gemma4
 
 from backends.heads import PUBLISHED_HEADS
 from backends.hf.lm import CausalLM
@@ -110,17 +100,10 @@ def test_replay_equals_eager_attention_across_the_real_sliding_window(e4b):
 def real_width_gemma4(layers: int, temper: bool) -> CausalLM:
     """Gemma-4 E4B's first `layers` layers at its real attention widths (hidden 2560, head_dim 256, 512 on the full
     layer), float32; the vocabulary and MLP are narrowed (they do not shape attention) to keep it small."""
-    tokenizer = build_tiny_tokenizer("gemma4")
-    values = {**GEMMA4_E4B_TEXT, "num_hidden_layers": layers, "layer_types": GEMMA4_E4B_TEXT["layer_types"][:layers],
-              "num_kv_shared_layers": 0, "intermediate_size": 2560, "vocab_size": TINY_VOCAB_SIZE,
-              "vocab_size_per_layer_input": TINY_VOCAB_SIZE}
-    config = Gemma4TextConfig(**values, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                              pad_token_id=tokenizer.pad_token_id)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = Gemma4ForCausalLM(config).eval()
-    if temper:
-        temper_attention_logits(model, GEMMA4_NARROW_WIDTHS["head_dim"])
+    model, tokenizer = build_paper_gemma4(
+        narrow=False, temper=temper, num_hidden_layers=layers, layer_types=GEMMA4_E4B_TEXT["layer_types"][:layers],
+        num_kv_shared_layers=0, intermediate_size=2560, vocab_size=TINY_VOCAB_SIZE,
+        vocab_size_per_layer_input=TINY_VOCAB_SIZE)
     lm = CausalLM(model, tokenizer)
     lm.stop_token_ids = frozenset()  # random weights: draft the whole budget
     return lm

@@ -684,18 +684,20 @@ QWEN3_0_6B_TEXT = {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_l
                    "num_key_value_heads": 8, "head_dim": 128}
 
 
-def build_paper_gemma4(*, narrow: bool, seed: int = 0, dtype: torch.dtype = torch.float32,
-                       device: str = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
-    """Gemma-4 E4B-it's text decoder at its real configuration (`narrow`: the same structure, tiny widths), random
-    weights from `seed`, built directly on `device` in `dtype`, with the tiny Gemma-4 tokenizer (its chat format)."""
+def build_paper_gemma4(*, narrow: bool, seed: int = 0, dtype: torch.dtype = torch.float32, device: str = "cpu",
+                       temper: bool = True, **overrides) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
+    """Gemma-4 E4B-it's text decoder at its real configuration (`narrow`: the same structure, tiny widths; config
+    `overrides` on top), random weights from `seed`, built directly on `device` in `dtype`, attention logits tempered
+    unless `temper` is False (`temper_attention_logits`), with the tiny Gemma-4 tokenizer (its chat format)."""
     tokenizer = build_tiny_tokenizer("gemma4")
-    values = {**GEMMA4_E4B_TEXT, **(GEMMA4_NARROW_WIDTHS if narrow else {})}
+    values = {**GEMMA4_E4B_TEXT, **(GEMMA4_NARROW_WIDTHS if narrow else {}), **overrides}
     config = Gemma4TextConfig(**values, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                               pad_token_id=tokenizer.pad_token_id)
     with torch.random.fork_rng(devices=[]), _default_dtype(dtype), torch.device(device):
         torch.manual_seed(seed)
         model = Gemma4ForCausalLM(config)
-    temper_attention_logits(model, GEMMA4_NARROW_WIDTHS["head_dim"])
+    if temper:
+        temper_attention_logits(model, GEMMA4_NARROW_WIDTHS["head_dim"])
     _stop_at_end_of_turn(model, tokenizer, "gemma4")
     return model.eval(), tokenizer
 
