@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the random-checkpoint builders live w
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from alignatt_capture import capture_draft, plain_draft, prompts, time_eager, timed  # noqa: E402
+from cpu import cpu_summary  # noqa: E402
 from tiny_checkpoints import (  # noqa: E402
     GEMMA4_E4B_REPO,
     QWEN3_ALIGNER_REPO,
@@ -316,6 +317,7 @@ def run_phase(name: str, phase, *args) -> list[Row]:
 def print_table(rows: list[Row], device: str) -> None:
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU"
     print(f"device: {name}; torch {torch.__version__}")
+    print(cpu_summary())  # the host: a decode loop bound by kernel launches runs at the host CPU's speed
     if device.startswith("cuda"):
         backends = {"flash": torch.backends.cuda.flash_sdp_enabled(), "mem_efficient":
                     torch.backends.cuda.mem_efficient_sdp_enabled(), "cudnn": torch.backends.cuda.cudnn_sdp_enabled(),
