@@ -10,11 +10,13 @@ Targets on 2 CPU cores with the embedded default: RTF < 1, last/first minute <= 
 For long talks it also prints, per window of `--window-minutes`, the mean chunk time and the part of it spent in the
 recogniser, the mean audio tail it re-transcribed, the resident memory at the window's end and the sizes of the
 cascade's per-stream structures: flat rows are what a 2.5-hour talk needs. `--wav` streams a recorded 16 kHz mono
-talk instead (a machine without espeak-ng, or real speech).
+talk instead (a machine without espeak-ng, or real speech). `--trained-lengths` is for random weights (make gpu-check):
+the recogniser and translator do a trained model's work on a real talk's transcript (benchmarks/trained_lengths.py).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import statistics
@@ -36,6 +38,7 @@ from common.synthetic_speech import SAMPLE_RATE, synthesize_talk
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cpu import cpu_summary  # noqa: E402
+from trained_lengths import ReferenceTranscriber, final_budget_ratio, read_timeline, reference_words, timeline_path  # noqa: E402
 
 # Environment variables that make a library run a lower instruction set than the CPU has (to measure the AVX2 path
 # on an AVX512 machine; llama.cpp has none: build it without AVX512 instead, docs/cpu_low_latency.md).
@@ -124,7 +127,18 @@ class TimedSegmentTranslator:
         self.seconds = {"live": [], "final": []}
         self.batches: list[int] = []  # tokens per llama.cpp batch: >1 a prompt, 1 a draft step
         self.batch_seconds: list[float] = []
+        self.draft_tokens = {"live": [], "final": []}  # tokens of each draft, per call kind
+        self._kind = "live"
         session = getattr(translator, "session", None)
+        if session is not None:
+            draft = session.draft
+
+            def counted_draft(*args, **kwargs):
+                result = draft(*args, **kwargs)
+                self.draft_tokens[self._kind].append(len(result.tokens))
+                return result
+
+            session.draft = counted_draft
         if session is not None and hasattr(session, "_decode"):
             decode = session._decode
 
@@ -138,6 +152,7 @@ class TimedSegmentTranslator:
             session._decode = timed_decode
 
     def _timed(self, kind, call, *args, **kwargs):
+        self._kind = kind
         began = time.perf_counter()
         result = call(*args, **kwargs)
         self.seconds[kind].append(time.perf_counter() - began)
@@ -156,6 +171,9 @@ class TimedSegmentTranslator:
         live, final = self.seconds["live"], self.seconds["final"]
         text = (f"MT per chunk: {sum(live) / chunks:.3f} s in {len(live)} live steps, "
                 f"{sum(final) / chunks:.3f} s in {len(final)} final drafts")
+        drafted = {kind: statistics.mean(tokens) for kind, tokens in self.draft_tokens.items() if tokens}
+        if drafted:
+            text += "; tokens per draft: " + ", ".join(f"{kind} {mean:.1f}" for kind, mean in drafted.items())
         prompts = [(n, t) for n, t in zip(self.batches, self.batch_seconds) if n > 1]
         steps = [t for n, t in zip(self.batches, self.batch_seconds) if n == 1]
         if prompts and steps:
@@ -166,6 +184,24 @@ class TimedSegmentTranslator:
         return text
 
 
+def trained_length_cascade(config: CascadeConfig, spoken) -> CascadeTranslator:
+    """The cascade with random weights doing a trained model's work: the recogniser transcribes the talk's own words
+    at a trained model's token count, the translator drafts every step to its budget or the policy's stop (no
+    end-of-turn) and each final draft to a translation's length (`trained_lengths`)."""
+    from agents.systems.llm import load_lm, resolve_heads
+
+    heads = resolve_heads(config)
+    lm = load_lm(config.backend, config.model, capture_heads=heads.heads, **config.lm_options())
+    ratio = final_budget_ratio(lm.tokenizer, [s.text for s in spoken], config.target_lang)
+    config = dataclasses.replace(config, final_budget_ratio=ratio, final_budget_slack=0)
+    lm.stop_token_ids = frozenset()
+    translator = CascadeTranslator.from_config(config, AlignAttTranslator.from_config(config, lm))
+    translator.recognizer = ReferenceTranscriber(translator.recognizer, reference_words(spoken), lambda: translator.now)
+    print(f"trained lengths: recogniser decodes {len(reference_words(spoken))} talk words at a trained tokenizer's "
+          f"count; final drafts {ratio:.2f} x source tokens; no end-of-turn")
+    return translator
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0)
@@ -174,19 +210,30 @@ def main() -> None:
     parser.add_argument("--config", default="alignatt4llm_cpu")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--wav", type=Path, help="a 16 kHz mono talk to stream instead of synthesising one")
+    parser.add_argument("--trained-lengths", action="store_true",
+                        help="random weights doing a trained model's work (Qwen3-ASR; with --wav, its timeline "
+                             "beside it: benchmarks/trained_lengths.py)")
     args = parser.parse_args()
 
     values = {**read_yaml(eval_configs.path(args.config)), **parse_overrides(args.set)}
     chunk_seconds = float(values["speech_chunk_size"])
     config = build_config(CascadeConfig, values)
 
+    if args.trained_lengths and config.asr != "qwen3":
+        sys.exit(f"--trained-lengths stands in for Qwen3-ASR's decode; this config's recogniser is {config.asr!r}")
     if args.wav:
+        spoken = None
+        if args.trained_lengths:
+            try:
+                spoken = read_timeline(timeline_path(args.wav))
+            except (FileNotFoundError, ValueError, KeyError) as error:
+                sys.exit(f"--trained-lengths: {error}")
         audio, rate = read_talk(args.wav)
         source = args.wav.name
     else:
         with tempfile.TemporaryDirectory() as tmp:
             wav = Path(tmp) / "talk.wav"
-            synthesize_talk(talk_sentences(args.minutes), wav)
+            spoken = synthesize_talk(talk_sentences(args.minutes), wav)
             audio, rate = soundfile.read(str(wav), dtype="float32")
         source = "espeak-ng speech"
     audio = audio[: int(args.minutes * 60 * rate)]
@@ -195,7 +242,10 @@ def main() -> None:
 
     print(cpu_summary())
 
-    translator = CascadeTranslator.from_config(config, AlignAttTranslator.from_config(config))
+    if args.trained_lengths:
+        translator = trained_length_cascade(config, spoken)
+    else:
+        translator = CascadeTranslator.from_config(config, AlignAttTranslator.from_config(config))
     recognizer = translator.recognizer = TimedRecognizer(translator.recognizer)
     segment_translator = translator.translator = TimedSegmentTranslator(translator.translator)
     forced = [f"{name}={os.environ[name]}" for name in ISA_OVERRIDES if name in os.environ]
@@ -246,8 +296,10 @@ def main() -> None:
     print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     print(f"mean chunk time, first minute: {statistics.mean(first):.3f} s; last minute: {statistics.mean(last):.3f} s")
     asr_share = sum(recognizer.seconds) / (sum(chunk_times) + flush_time)
+    decoded = getattr(recognizer.recognizer, "decoded_tokens", None)  # trained lengths: what each call decoded
     print(f"recogniser: {len(recognizer.seconds)} calls, mean {statistics.mean(recognizer.seconds):.3f} s on "
-          f"{statistics.mean(recognizer.audio_seconds):.1f} s of tail; {100 * asr_share:.0f}% of the compute")
+          f"{statistics.mean(recognizer.audio_seconds):.1f} s of tail; {100 * asr_share:.0f}% of the compute"
+          + (f"; {statistics.mean(decoded):.1f} tokens decoded per call" if decoded else ""))
     print(segment_translator.summary(len(chunk_times)))
     print(f"longest lag behind the audio: {longest_lag:.1f} s; chunks only buffered to catch up "
           f"(max_lag_seconds {config.max_lag_seconds:g}): {translator.chunks_buffered}")

@@ -2,7 +2,7 @@
 Qwen3-ASR-1.7B and its forced aligner are built at their real configurations with random weights and written into
 a Hugging Face cache, so every loader takes the path a user's cache takes. The cost of a token does not depend on
 the weights, but where random weights stop does: the LLM rows decode every draft to its budget, and the cascade's
-recogniser and translator may run to theirs (an upper bound on a trained model's time).
+recogniser and translator do a trained model's work on the talk's own transcript (benchmarks/trained_lengths.py).
 
     python benchmarks/gpu_check.py [--device cuda] [--tokens 32] [--prompts 6] [--cascade-minutes 3]
                                    [--cascade-chunks 0.85,1.5] [--talk-wav TALK.wav] [--hub-cache DIR]
@@ -285,7 +285,7 @@ def cascade_rows(device: str, dtype: str, minutes: float, chunks: list[float], t
                     f"model_dtype={dtype}", f"asr_dtype={dtype}"]
         try:
             output = run_benchmark(sys.executable, ["benchmarks/cascade_rtf.py", "--config", "alignatt4llm_low",
-                                                    "--minutes", str(minutes), *talk,
+                                                    "--minutes", str(minutes), "--trained-lengths", *talk,
                                                     *[a for s in settings for a in ("--set", s)]], timeout=3600,
                                    echo=True)
         except RuntimeError as error:
@@ -293,7 +293,7 @@ def cascade_rows(device: str, dtype: str, minutes: float, chunks: list[float], t
             continue
         rtf = float(re.search(r"real-time factor: ([\d.]+)", output).group(1))
         first_last = re.search(r"first minute: ([\d.]+) s; last minute: ([\d.]+) s", output)
-        rows.append(Row(f"cascade RTF, {chunk} s chunks ({minutes:g} min talk)",
+        rows.append(Row(f"cascade RTF, {chunk} s chunks ({minutes:g} min talk, trained lengths)",
                         f"{rtf:.3f} (mean chunk {first_last.group(1)} s first min, {first_last.group(2)} s last)",
                         f"<= {target}" if target else "", rtf <= target if target else None))
     return rows
@@ -336,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=6)
     parser.add_argument("--cascade-minutes", type=float, default=3.0, help="0: no cascade rows")
     parser.add_argument("--cascade-chunks", default="0.85,1.5", help="chunk sizes in seconds, comma-separated")
-    parser.add_argument("--talk-wav", type=Path, help="a 16 kHz mono talk for the cascade (default: espeak-ng)")
+    parser.add_argument("--talk-wav", type=Path, help="a 16 kHz mono talk for the cascade, its timeline beside it "
+                                                     "(benchmarks/trained_lengths.py --out; default: espeak-ng)")
     parser.add_argument("--hub-cache", type=Path, help="keep the built checkpoints here (default: a temp dir)")
     parser.add_argument("--vllm-python", help="interpreter with a CUDA vLLM (default: $VLLM_PYTHON, .venv-vllm)")
     args = parser.parse_args(argv)

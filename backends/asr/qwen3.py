@@ -88,16 +88,18 @@ class Qwen3Recognizer(SpeechRecognizer):
         aligned = self._align(samples, transcript, language_name)
         return attach_times(words, aligned, duration=samples.size / SAMPLE_RATE)
 
-    def _recognise(self, samples: np.ndarray, language_name: str) -> str:
-        """The transcript of `samples` (greedy), in `language_name`."""
+    def _recognise(self, samples: np.ndarray, language_name: str, exact_new_tokens: int | None = None) -> str:
+        """The transcript of `samples` (greedy), in `language_name`. `exact_new_tokens` decodes exactly that many
+        tokens, end-of-sequence suppressed before (benchmarks/trained_lengths.py: random weights doing a trained
+        model's work)."""
         with self._tokenizer_lock:
             inputs = self.asr_processor.apply_transcription_request(audio=samples, language=language_name)
         inputs = inputs.to(self.asr_model.device, self.asr_model.dtype)
         prompt_length = inputs["input_ids"].shape[1]
+        budget = {"max_new_tokens": max_new_tokens_for(samples.size)} if exact_new_tokens is None else {
+            "min_new_tokens": exact_new_tokens, "max_new_tokens": exact_new_tokens}
         with torch.inference_mode():
-            output = self.asr_model.generate(
-                **inputs, do_sample=False, num_beams=1, max_new_tokens=max_new_tokens_for(samples.size)
-            )
+            output = self.asr_model.generate(**inputs, do_sample=False, num_beams=1, **budget)
         with self._tokenizer_lock:
             return self.asr_processor.decode(output[:, prompt_length:], return_format="transcription_only")[0]
 
