@@ -242,10 +242,13 @@ def main() -> None:
 
     print(cpu_summary())
 
+    began = time.perf_counter()
     if args.trained_lengths:
         translator = trained_length_cascade(config, spoken)
     else:
         translator = CascadeTranslator.from_config(config, AlignAttTranslator.from_config(config))
+    print(f"models loaded in {time.perf_counter() - began:.0f} s"
+          + (" (the recogniser's decode compiled among it: asr_compile)" if config.asr_compile else ""), flush=True)
     recognizer = translator.recognizer = TimedRecognizer(translator.recognizer)
     segment_translator = translator.translator = TimedSegmentTranslator(translator.translator)
     forced = [f"{name}={os.environ[name]}" for name in ISA_OVERRIDES if name in os.environ]

@@ -13,7 +13,8 @@ Prints one table: capture parity (replay vs eager attention, float32, decisions 
 (greedy tokens with and without capture), ms per draft token (plain, capture + replay + policy, eager with
 output_attentions: the paper's Fig. 7), vLLM tokens/s with and without capture (benchmarks/vllm_capture.py) with
 CUDA graphs on (or the backend's clear refusal: capture under graphs is unverified) and on an eager engine, and the
-cascade's real-time factor at 0.85 s and 1.5 s chunks with both GPU models (benchmarks/cascade_rtf.py).
+cascade's real-time factor at 0.85 s and 1.5 s chunks with both GPU models (benchmarks/cascade_rtf.py), the
+recogniser's decode compiled (asr_compile), and at the first chunk size uncompiled beside it.
 Targets (issue 21): capture <= 1.05x plain and >= 2.5x faster than eager per draft token; vLLM capture overhead
 <= 5% with graphs on; cascade RTF <= 0.5 at 0.85 s chunks.
 Each row is also printed the moment its phase ends, and a phase that fails becomes a FAIL row naming the error
@@ -277,23 +278,26 @@ RTF_TARGETS = {0.85: 0.5}
 
 
 def cascade_rows(device: str, dtype: str, minutes: float, chunks: list[float], talk_wav: Path | None) -> list[Row]:
+    """RTF at each chunk size with the recogniser's decode compiled (`asr_compile`), and at the first chunk size
+    uncompiled beside it: the transformers loop that the GPU presets run today."""
     rows = []
     talk = ["--wav", str(talk_wav)] if talk_wav else []
-    for chunk in chunks:
-        target = RTF_TARGETS.get(chunk)
+    for chunk, compiled in [(chunk, True) for chunk in chunks] + [(chunks[0], False)]:
+        target = RTF_TARGETS.get(chunk) if compiled else None
         settings = [f"speech_chunk_size={chunk}", f"model_device={device}", f"asr_device={device}",
-                    f"model_dtype={dtype}", f"asr_dtype={dtype}"]
+                    f"model_dtype={dtype}", f"asr_dtype={dtype}", f"asr_compile={str(compiled).lower()}"]
+        label = f"cascade RTF, {chunk} s chunks, ASR {'compiled' if compiled else 'uncompiled'}"
         try:
             output = run_benchmark(sys.executable, ["benchmarks/cascade_rtf.py", "--config", "alignatt4llm_low",
                                                     "--minutes", str(minutes), "--trained-lengths", *talk,
                                                     *[a for s in settings for a in ("--set", s)]], timeout=3600,
                                    echo=True)
         except RuntimeError as error:
-            rows.append(Row(f"cascade RTF, {chunk} s chunks", f"failed: {error}", "runs", False))
+            rows.append(Row(label, f"failed: {error}", "runs", False))
             continue
         rtf = float(re.search(r"real-time factor: ([\d.]+)", output).group(1))
         first_last = re.search(r"first minute: ([\d.]+) s; last minute: ([\d.]+) s", output)
-        rows.append(Row(f"cascade RTF, {chunk} s chunks ({minutes:g} min talk, trained lengths)",
+        rows.append(Row(f"{label} ({minutes:g} min talk, trained lengths)",
                         f"{rtf:.3f} (mean chunk {first_last.group(1)} s first min, {first_last.group(2)} s last)",
                         f"<= {target}" if target else "", rtf <= target if target else None))
     return rows

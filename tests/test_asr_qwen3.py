@@ -228,3 +228,37 @@ def test_original_release_layout_points_to_the_converted_checkpoint(tiny_pair, t
 def test_unknown_dtype_is_a_clear_error(tiny_pair):
     with pytest.raises(RecognizerError, match="unknown dtype 'float8'"):
         load_recognizer("qwen3", str(tiny_pair[0]), str(tiny_pair[1]), dtype="float8")
+
+
+# -- compiled decoding (asr_compile): one static cache, one compiled step, the same words ------------------------------
+
+
+def test_compiled_decoding_gives_the_same_words_compiles_once_and_falls_back_when_a_call_does_not_fit(
+        tiny_pair, tiny_recognizer, sweep, monkeypatch):
+    from torch._dynamo.utils import counters
+
+    from backends.asr import qwen3
+
+    # 200 positions: 3 s of audio (80 prompt tokens, budget 92) and 2 s (67, 72) fit, 5 s (106, 132) does not.
+    monkeypatch.setattr(qwen3, "COMPILED_CACHE_TOKENS", 200)
+    before_load = counters["stats"]["unique_graphs"]
+    compiled = load_recognizer("qwen3", str(tiny_pair[0]), str(tiny_pair[1]), compiled=True)
+    assert counters["stats"]["unique_graphs"] > before_load  # the step was compiled at load, on a second of noise
+    calls = []
+    generate = compiled._compiled.generate
+    monkeypatch.setattr(compiled._compiled, "generate", lambda **kwargs: calls.append(1) or generate(**kwargs))
+    graphs = counters["stats"]["unique_graphs"]
+    longer = np.concatenate([sweep, sweep[:32_000]])
+    for audio, fits in ((sweep, True), (sweep[:32_000], True), (longer, False)):
+        before = len(calls)
+        assert compiled.transcribe(audio, "en") == tiny_recognizer.transcribe(audio, "en")
+        assert len(calls) - before == int(fits)
+    assert calls and counters["stats"]["unique_graphs"] == graphs  # compiled at load, never again
+
+
+def test_asr_compile_is_refused_for_a_recogniser_without_the_step():
+    from agents.systems.config import CascadeConfig
+    from common.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError, match="asr_compile compiles Qwen3-ASR's decode; asr 'whisper'"):
+        build_config(CascadeConfig, {"asr": "whisper", "asr_compile": True})

@@ -36,7 +36,11 @@ def test_the_whole_check_runs_on_cpu_at_tiny_widths_and_prints_one_table():
     speeds = [float(table[name][0].split()[0]) for name in table if name.startswith("ms/draft token")]
     assert len(speeds) == 3 and all(speed > 0 for speed in speeds)
     cascade = [name for name in table if name.startswith("cascade RTF")]
-    assert len(cascade) == 2 and all(re.match(r"\d+\.\d+ \(mean chunk", table[name][0]) for name in cascade)
+    assert len(cascade) == 3 and all(re.match(r"\d+\.\d+ \(mean chunk", table[name][0]) for name in cascade)
+    assert [name.split(" (")[0] for name in cascade] == [  # each chunk size compiled, the first also uncompiled
+        "cascade RTF, 0.85 s chunks, ASR compiled", "cascade RTF, 1.5 s chunks, ASR compiled",
+        "cascade RTF, 0.85 s chunks, ASR uncompiled"]
+    assert "    > trained lengths: recogniser decodes" in result.stdout
     assert table["vLLM capture"][0].startswith("not run")
     assert "    > real-time factor:" in result.stdout  # the cascade's own lines, printed as they came
     assert table["draft tokens decoded: plain / capture / eager"][-1] == "ok"  # every path did the same work

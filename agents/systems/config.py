@@ -184,6 +184,9 @@ class SpeechCascadeKnobs:
     aligner_model: str = knob("", "forced-aligner weights for qwen3 (a local directory or HF-cache id)")
     asr_device: str = knob("cpu", "device of the recogniser, e.g. cpu or cuda")
     asr_dtype: str = knob("float32", "torch dtype of a torch recogniser (qwen3)")
+    asr_compile: bool = knob(False, "qwen3 only: decode into one static KV cache with a compiled step (a CUDA graph "
+                                    "on a GPU: the same tokens without per-token launch overhead; compiled once at "
+                                    "load; calls serialised)")
     asr_window: str = knob("fitted", "what Whisper's encoder sees (whisper only): fitted (the speech plus 2 s, "
                                      "2.4x cheaper and no worse on the calibration talk) or padded (30 s, "
                                      "faster-whisper's own path)")
@@ -210,7 +213,8 @@ class SpeechCascadeKnobs:
         """The keyword arguments of `backends.asr.load_recognizer` (all that affect loading, so also the key under
         which streams share a loaded recogniser)."""
         return {"name": self.asr, "model": self.asr_model, "aligner": self.aligner_model,
-                "device": self.asr_device, "dtype": self.asr_dtype, "window": self.asr_window}
+                "device": self.asr_device, "dtype": self.asr_dtype, "window": self.asr_window,
+                "compiled": self.asr_compile}
 
     def validate_speech(self) -> None:
         from backends.asr import RECOGNIZERS, WHISPER_WINDOWS
@@ -220,6 +224,9 @@ class SpeechCascadeKnobs:
             raise ConfigError(f"asr must be one of {', '.join(RECOGNIZERS)}, got {self.asr!r}")
         if self.asr_window not in WHISPER_WINDOWS:
             raise ConfigError(f"asr_window must be one of {', '.join(WHISPER_WINDOWS)}, got {self.asr_window!r}")
+        if self.asr_compile and self.asr != "qwen3":
+            raise ConfigError(f"asr_compile compiles Qwen3-ASR's decode; asr {self.asr!r} has no such step "
+                              f"(set asr: qwen3, or asr_compile: false)")
         if self.asr == "qwen3" and not self.aligner_model:
             raise ConfigError("asr: qwen3 needs aligner_model (e.g. a local Qwen3-ForcedAligner-0.6B directory)")
         if self.source_frontier not in ("time", "agreement"):

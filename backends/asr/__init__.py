@@ -16,10 +16,10 @@ def _load_whisper(model: str, device: str, window: str) -> SpeechRecognizer:
     return WhisperRecognizer.load(model, device=device, window=window)
 
 
-def _load_qwen3(model: str, aligner: str, device: str, dtype: str) -> SpeechRecognizer:
+def _load_qwen3(model: str, aligner: str, device: str, dtype: str, compiled: bool) -> SpeechRecognizer:
     from backends.asr.qwen3 import Qwen3Recognizer
 
-    return Qwen3Recognizer.load(model, aligner, device=device, dtype=dtype)
+    return Qwen3Recognizer.load(model, aligner, device=device, dtype=dtype, compiled=compiled)
 
 
 # Each recogniser's loader; it takes exactly the options that change what it loads.
@@ -27,20 +27,20 @@ RECOGNIZERS = {"whisper": _load_whisper, "qwen3": _load_qwen3}
 
 
 def recognizer_load(name: str, model: str = "embedded", aligner: str = "", device: str = "cpu",
-                    dtype: str = "float32", window: str = "fitted") -> WeightLoad:
+                    dtype: str = "float32", window: str = "fitted", compiled: bool = False) -> WeightLoad:
     """The load of recogniser `name` from local weights (`model`, and `aligner` for qwen3; nothing is downloaded),
     with only the options it takes. `window` (whisper only): what the encoder sees, "fitted" to the speech or
-    "padded" to 30 s."""
+    "padded" to 30 s. `compiled` (qwen3 only): decode with a static cache and a compiled step."""
     if name not in RECOGNIZERS:
         raise RecognizerError(f"unknown ASR backend {name!r}; choose one of {', '.join(RECOGNIZERS)}")
     return WeightLoad.taking(RECOGNIZERS[name], model=model, aligner=aligner, device=device, dtype=dtype,
-                             window=window)
+                             window=window, compiled=compiled)
 
 
 def load_recognizer(name: str, model: str = "embedded", aligner: str = "", device: str = "cpu",
-                    dtype: str = "float32", window: str = "fitted") -> SpeechRecognizer:
+                    dtype: str = "float32", window: str = "fitted", compiled: bool = False) -> SpeechRecognizer:
     """Load recogniser `name` now (the options of `recognizer_load`)."""
-    return recognizer_load(name, model, aligner, device, dtype, window).load()
+    return recognizer_load(name, model, aligner, device, dtype, window, compiled).load()
 
 
 __all__ = ["RECOGNIZERS", "WHISPER_WINDOWS", "RecognizerError", "SpeechRecognizer", "TimedWord", "load_recognizer",
