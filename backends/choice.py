@@ -8,10 +8,10 @@ from typing import Sequence
 from common.weights import WeightLoad
 
 
-def _load_hf(model: str, dtype: str, device: str):
+def _load_hf(model: str, dtype: str, device: str, compiled: bool):
     from backends.hf.lm import CausalLM
 
-    return CausalLM.load(model, dtype=dtype, device=device)
+    return CausalLM.load(model, dtype=dtype, device=device, compiled=compiled)
 
 
 def _load_vllm(model: str, dtype: str, device: str, capture_heads: Sequence[tuple[int, int]] | None):
@@ -47,14 +47,15 @@ def runtime_name(name: str) -> str:
 
 def lm_load(backend: str, model: str, *, dtype: str = "float32", device: str = "cpu",
             capture_heads: Sequence[tuple[int, int]] | None = None, gguf_weights: str = "", n_threads: int = 0,
-            n_ctx: int = 2048) -> WeightLoad:
+            n_ctx: int = 2048, compiled: bool = False) -> WeightLoad:
     """The load of `model` on `backend` with only the options that runtime takes, so that the load's key (what
     streams share) holds exactly them: a transformers model serves every head set, a vLLM engine only the
     `capture_heads` it was built with (the transformers and llama.cpp backends capture whatever heads a session asks
-    for). `gguf_weights`, `n_threads` and `n_ctx` are llama.cpp's (`agents.systems.config.DraftBackendKnob`)."""
+    for). `gguf_weights`, `n_threads` and `n_ctx` are llama.cpp's, `compiled` transformers' (a compiled decode step;
+    `agents.systems.config.DraftBackendKnob`)."""
     return WeightLoad.taking(RUNTIMES[runtime_name(backend)], model, dtype=dtype, device=device,
                              capture_heads=tuple(capture_heads) if capture_heads else None,
-                             gguf_weights=gguf_weights, n_threads=n_threads, n_ctx=n_ctx)
+                             gguf_weights=gguf_weights, n_threads=n_threads, n_ctx=n_ctx, compiled=compiled)
 
 
 def load_lm(backend: str, model: str, **options):

@@ -248,7 +248,9 @@ def main() -> None:
     else:
         translator = CascadeTranslator.from_config(config, AlignAttTranslator.from_config(config))
     print(f"models loaded in {time.perf_counter() - began:.0f} s"
-          + (" (the recogniser's decode compiled among it: asr_compile)" if config.asr_compile else ""), flush=True)
+          + "".join(f" (with compiling the {part}'s decode step: {knob})" for part, knob, on in (
+              ("recogniser", "asr_compile", config.asr_compile), ("translator", "model_compile", config.model_compile))
+              if on), flush=True)
     recognizer = translator.recognizer = TimedRecognizer(translator.recognizer)
     segment_translator = translator.translator = TimedSegmentTranslator(translator.translator)
     forced = [f"{name}={os.environ[name]}" for name in ISA_OVERRIDES if name in os.environ]

@@ -11,10 +11,11 @@ recogniser and translator do a trained model's work on the talk's own transcript
 
 Prints one table: capture parity (replay vs eager attention, float32, decisions identical), capture invisibility
 (greedy tokens with and without capture), ms per draft token (plain, capture + replay + policy, eager with
-output_attentions: the paper's Fig. 7), vLLM tokens/s with and without capture (benchmarks/vllm_capture.py) with
+output_attentions: the paper's Fig. 7; again with the compiled decode step, model_compile), vLLM tokens/s with and
+without capture (benchmarks/vllm_capture.py) with
 CUDA graphs on (or the backend's clear refusal: capture under graphs is unverified) and on an eager engine, and the
-cascade's real-time factor at 0.85 s and 1.5 s chunks with both GPU models (benchmarks/cascade_rtf.py), the
-recogniser's decode compiled (asr_compile), and at the first chunk size uncompiled beside it.
+cascade's real-time factor at 0.85 s and 1.5 s chunks with both GPU models (benchmarks/cascade_rtf.py), their
+decode steps compiled (asr_compile, model_compile), and at the first chunk size uncompiled beside it.
 Targets (issue 21): capture <= 1.05x plain and >= 2.5x faster than eager per draft token; vLLM capture overhead
 <= 5% with graphs on; cascade RTF <= 0.5 at 0.85 s chunks.
 Each row is also printed the moment its phase ends, and a phase that fails becomes a FAIL row naming the error
@@ -150,14 +151,35 @@ def capture_rows(device: str, tokens: int) -> list[Row]:
     ]
 
 
-def speed_rows(device: str, dtype: str, tokens: int, prompt_count: int) -> list[Row]:
+def interleaved(runs: dict, built: list) -> tuple[dict[str, int], dict[str, float]]:
+    """Draft tokens decoded and ms per draft token of each timed path in `runs` over the prompts `built`, after one
+    warm-up each. Interleaved, so drift hits every path alike, and each path goes first as often as the others: the
+    first run on a new prompt pays one-time costs of its shapes (kernel plans) that the next runs reuse."""
+    for run in runs.values():
+        run(built[0])
+    results = {name: [] for name in runs}
+    names = list(runs)
+    for index, prompt in enumerate(built):
+        for name in names[index % len(names):] + names[:index % len(names)]:
+            results[name].append(runs[name](prompt))
+    decoded = {name: sum(r[2] for r in rows) for name, rows in results.items()}
+    return decoded, {name: 1000 * sum(r[0] for r in rows) / max(1, decoded[name]) for name, rows in results.items()}
+
+
+def speed_rows(device: str, dtype: str, tokens: int, prompt_count: int, compiled: bool = False) -> list[Row]:
+    """ms per draft token of plain decoding, capture + replay + policy and eager attention with output_attentions,
+    interleaved in one run; `compiled`: plain and capture with the compiled decode step (`model_compile`,
+    backends/hf/compiled_step.py; compiled at load, timed apart), eager as it is."""
     from agents.systems.config import AlignAttConfig
     from agents.systems.llm import resolve_heads
     from backends.hf.lm import CausalLM
     from backends.hf.prompt import PromptBuilder
     from policies.alignatt import AlignAttParams
 
-    lm = decode_whole_budget(CausalLM.load(GEMMA4_E4B_REPO, dtype=dtype, device=device))
+    eager = decode_whole_budget(CausalLM.load(GEMMA4_E4B_REPO, dtype=dtype, device=device))
+    began = time.perf_counter()
+    lm = decode_whole_budget(CausalLM(eager.model, eager.tokenizer, compiled=True)) if compiled else eager
+    compile_seconds = time.perf_counter() - began
     heads = resolve_heads(AlignAttConfig(model=GEMMA4_E4B_REPO)).heads
     built = prompts(PromptBuilder(lm.tokenizer, "en", "de"), prompt_count, CONTEXT_SENTENCES)
     params = AlignAttParams(border=-2)
@@ -165,30 +187,24 @@ def speed_rows(device: str, dtype: str, tokens: int, prompt_count: int) -> list[
     runs = {
         "plain": lambda p: timed(lambda: plain_draft(plain_session, p.token_ids, tokens)),
         "capture": lambda p: timed(lambda: capture_draft(capture_session, p, tokens, params)),
-        "eager": lambda p: time_eager(lm, p, heads, tokens),
+        "eager": lambda p: time_eager(eager, p, heads, tokens),
     }
-    for run in runs.values():  # warm-up: kernels, allocator
-        run(built[0])
-    results = {name: [] for name in runs}
-    names = list(runs)
-    for index, prompt in enumerate(built):
-        # Interleaved, so drift hits every path alike, and each path goes first as often as the others: the first
-        # run on a new prompt pays one-time costs of its shapes (kernel plans) that the next runs reuse.
-        for name in names[index % len(names):] + names[:index % len(names)]:
-            results[name].append(runs[name](prompt))
-    decoded = {name: sum(r[2] for r in rows) for name, rows in results.items()}
-    ms = {name: 1000 * sum(r[0] for r in rows) / max(1, decoded[name]) for name, rows in results.items()}
+    decoded, ms = interleaved(runs, built)
     prompt_tokens = statistics.mean(len(p.token_ids) for p in built)
     where = f"{dtype}, {len(built)} prompts of ~{prompt_tokens:.0f} tokens, {len(heads)} heads"
     equal_work = len(set(decoded.values())) == 1 and decoded["plain"] == tokens * len(built)
-    return [
-        Row("draft tokens decoded: plain / capture / eager", " / ".join(str(decoded[name]) for name in runs),
+    step = "compiled " if compiled else ""
+    rows = [Row("compiled step: compile and warm-up at load", f"{compile_seconds:.0f} s")] if compiled else []
+    return rows + [
+        Row(f"{step}draft tokens decoded: plain / capture / eager", " / ".join(str(decoded[name]) for name in runs),
             f"{tokens * len(built)} each (equal work)", equal_work),
-        Row("ms/draft token, plain decoding", f"{ms['plain']:.1f} ({where})"),
-        Row("ms/draft token, capture + replay + policy", f"{ms['capture']:.1f} ({ms['capture'] / ms['plain']:.2f}x "
-            "plain)", "<= 1.05x plain", ms["capture"] <= 1.05 * ms["plain"]),
-        Row("ms/draft token, eager output_attentions", f"{ms['eager']:.1f} ({ms['eager'] / ms['capture']:.2f}x "
-            "capture)", ">= 2.5x capture", ms["eager"] >= 2.5 * ms["capture"]),
+        Row(f"ms/draft token, {step}plain decoding", f"{ms['plain']:.1f} ({where})"),
+        Row(f"ms/draft token, {step}capture + replay + policy", f"{ms['capture']:.1f} "
+            f"({ms['capture'] / ms['plain']:.2f}x {step}plain)", "<= 1.05x plain",
+            ms["capture"] <= 1.05 * ms["plain"]),
+        Row(f"ms/draft token, eager output_attentions{' vs compiled' if compiled else ''}", f"{ms['eager']:.1f} "
+            f"({ms['eager'] / ms['capture']:.2f}x {step}capture)", ">= 2.5x capture",
+            ms["eager"] >= 2.5 * ms["capture"]),
     ]
 
 
@@ -277,16 +293,21 @@ def vllm_rows(explicit_python: str | None, tokens: int) -> list[Row]:
 RTF_TARGETS = {0.85: 0.5}
 
 
-def cascade_rows(device: str, dtype: str, minutes: float, chunks: list[float], talk_wav: Path | None) -> list[Row]:
-    """RTF at each chunk size with the recogniser's decode compiled (`asr_compile`), and at the first chunk size
-    uncompiled beside it: the transformers loop that the GPU presets run today."""
+def cascade_rows(device: str, dtype: str, minutes: float, chunks: list[float], talk_wav: Path | None,
+                 compile_translator: bool = True) -> list[Row]:
+    """RTF at each chunk size with the recogniser's and the translator's decode steps compiled (`asr_compile`,
+    `model_compile`), and at the first chunk size uncompiled beside it: the transformers loops the GPU presets run
+    today. Without `compile_translator` (the CPU self-test: compiling the translator takes minutes there) only the
+    recogniser's step is compiled."""
     rows = []
     talk = ["--wav", str(talk_wav)] if talk_wav else []
     for chunk, compiled in [(chunk, True) for chunk in chunks] + [(chunks[0], False)]:
         target = RTF_TARGETS.get(chunk) if compiled else None
         settings = [f"speech_chunk_size={chunk}", f"model_device={device}", f"asr_device={device}",
-                    f"model_dtype={dtype}", f"asr_dtype={dtype}", f"asr_compile={str(compiled).lower()}"]
-        label = f"cascade RTF, {chunk} s chunks, ASR {'compiled' if compiled else 'uncompiled'}"
+                    f"model_dtype={dtype}", f"asr_dtype={dtype}", f"asr_compile={str(compiled).lower()}",
+                    f"model_compile={str(compiled and compile_translator).lower()}"]
+        steps = "steps compiled" if compile_translator else "ASR step compiled"
+        label = f"cascade RTF, {chunk} s chunks, {steps if compiled else 'uncompiled'}"
         try:
             output = run_benchmark(sys.executable, ["benchmarks/cascade_rtf.py", "--config", "alignatt4llm_low",
                                                     "--minutes", str(minutes), "--trained-lengths", *talk,
@@ -336,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--narrow", action="store_true", help="the real structures at tiny widths (self-test)")
+    parser.add_argument("--compiled-on-cpu", action="store_true",
+                        help="on CPU also run the compiled step's rows (about 4 minutes of compiling on 2 cores)")
     parser.add_argument("--tokens", type=int, default=32, help="draft tokens per prompt")
     parser.add_argument("--prompts", type=int, default=6)
     parser.add_argument("--cascade-minutes", type=float, default=3.0, help="0: no cascade rows")
@@ -359,6 +382,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  built in {time.perf_counter() - began:.0f} s", flush=True)
         rows = run_phase("capture", capture_rows, args.device, args.tokens)
         rows += run_phase("speed", speed_rows, args.device, dtype, args.tokens, args.prompts)
+        if args.device.startswith("cuda") or args.compiled_on_cpu:  # (also the cascade's translator, below)
+            rows += run_phase("compiled", speed_rows, args.device, dtype, args.tokens, args.prompts, True)
+        else:
+            rows.append(Row("compiled step rows", "not run on CPU (compiling 42 layers takes minutes here; "
+                                                  "--compiled-on-cpu runs them)"))
         if args.device.startswith("cuda"):
             rows += run_phase("vLLM", vllm_rows, args.vllm_python, args.tokens)
         else:
@@ -366,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cascade_minutes > 0:
             chunks = [float(chunk) for chunk in args.cascade_chunks.split(",")]
             rows += run_phase("cascade", cascade_rows, args.device, dtype, args.cascade_minutes, chunks,
-                              args.talk_wav)
+                              args.talk_wav, args.device.startswith("cuda") or args.compiled_on_cpu)
     print_table(rows, args.device)
     return 1 if any(row.passed is False for row in rows) else 0
 

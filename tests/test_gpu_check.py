@@ -38,10 +38,11 @@ def test_the_whole_check_runs_on_cpu_at_tiny_widths_and_prints_one_table():
     cascade = [name for name in table if name.startswith("cascade RTF")]
     assert len(cascade) == 3 and all(re.match(r"\d+\.\d+ \(mean chunk", table[name][0]) for name in cascade)
     assert [name.split(" (")[0] for name in cascade] == [  # each chunk size compiled, the first also uncompiled
-        "cascade RTF, 0.85 s chunks, ASR compiled", "cascade RTF, 1.5 s chunks, ASR compiled",
-        "cascade RTF, 0.85 s chunks, ASR uncompiled"]
+        "cascade RTF, 0.85 s chunks, ASR step compiled", "cascade RTF, 1.5 s chunks, ASR step compiled",
+        "cascade RTF, 0.85 s chunks, uncompiled"]  # (on a GPU the translator's step is compiled too)
     assert "    > trained lengths: recogniser decodes" in result.stdout
     assert table["vLLM capture"][0].startswith("not run")
+    assert table["compiled step rows"][0].startswith("not run on CPU")  # minutes of compiling; --compiled-on-cpu
     assert "    > real-time factor:" in result.stdout  # the cascade's own lines, printed as they came
     assert table["draft tokens decoded: plain / capture / eager"][-1] == "ok"  # every path did the same work
 

@@ -93,18 +93,26 @@ class DraftBackendKnob:
                                  "file as it is")
     n_threads: int = knob(0, "llama_cpp: CPU threads (0: llama-cpp-python's default, half the cores)")
     n_ctx: int = knob(2048, "llama_cpp: positions per stream (prompt + draft) in tokens")
+    model_compile: bool = knob(False, "hf only, for a GPU: decode with one compiled single-token step into a "
+                                      "static KV cache (a CUDA graph; compiled once at load; captured rows from one "
+                                      "pass over each draft; slower than eager on a CPU): backends/hf/compiled_step.py")
 
     def lm_options(self) -> dict:
         """The keyword arguments of `backends.choice.lm_load` that this configuration sets (each runtime takes the
         ones that change what it loads, and they key the shared weights)."""
         return {"dtype": self.model_dtype, "device": self.model_device, "gguf_weights": self.gguf_weights,
-                "n_threads": self.n_threads, "n_ctx": self.n_ctx}
+                "n_threads": self.n_threads, "n_ctx": self.n_ctx, "compiled": self.model_compile}
 
     def validate_backend(self) -> None:
         from backends.choice import BACKENDS
 
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.model_compile and self.backend != "hf":
+            raise ConfigError(f"model_compile compiles the transformers backend's decode step; backend "
+                              f"{self.backend!r} has its own (set backend: hf, or model_compile: false)")
+        if self.model_compile and self.model_dtype == "int8":
+            raise ConfigError("model_compile does not compile int8 dynamic quantization; use float32 or bfloat16")
         if self.backend == "vllm" and self.model_dtype == "int8":
             raise ConfigError("model_dtype int8 is the transformers backend's CPU quantization; with backend vllm "
                               "use float32, bfloat16 or float16")

@@ -34,6 +34,10 @@ class SSBDConfig(LLMTranslatorConfig, DraftBackendKnob):
         super().validate()
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.model_compile:
+            raise ConfigError("model_compile compiles the single-token draft step of AlignAtt, wait-k and "
+                              "LocalAgreement; SSBD verifies each draft in one batched forward (set model_compile: "
+                              "false)")
         if not 0.0 <= self.beta <= 1.0:
             raise ConfigError(f"beta must be in [0, 1] (paper default 0.2), got {self.beta}")
         if self.mask_k < 0:

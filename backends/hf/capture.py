@@ -102,6 +102,11 @@ class QKRecorder:
         for buffer in (*self._keys.values(), *self._queries.values()):
             buffer.truncate(length)
 
+    @property
+    def recorded_positions(self) -> int:
+        """Positions 0..n-1 whose keys every selected layer has recorded (0 before the first forward)."""
+        return min((buffer.length for buffer in self._keys.values()), default=0)
+
     def check_complete(self) -> None:
         missing = set(self.layers) - self.seen_layers
         if missing:
@@ -117,10 +122,12 @@ class QKRecorder:
         self.seen_layers.add(layer)
         if layer not in self.geometry:
             self._configure(layer, query, key, kwargs)
-        # New keys are the last `new_positions` entries: the cache appends them (and KV-shared layers receive the
-        # sharing layer's full-length keys). Query rows may be fewer (Gemma-4 slices KV-shared layers to the kept
-        # logits during prefill); they are always the last ones.
-        new_keys = key[0, self._kv_heads[layer], key.shape[2] - self._new :, :]
+        # The new keys end the keys passed (a dynamic cache's, the sharing layer's full-length ones on KV-shared
+        # layers, llama.cpp's batch rows alone), unless a static cache passes more slots after them: then they sit
+        # at their absolute positions. Query rows may be fewer than the new positions (Gemma-4 slices KV-shared
+        # layers to the kept logits during prefill); they are always the last ones.
+        end = min(key.shape[2], self._start + self._new)
+        new_keys = key[0, self._kv_heads[layer], end - self._new : end, :]
         self._keys[layer].write(self._start, new_keys.detach())
         if self._record_queries:
             q_len = query.shape[2]

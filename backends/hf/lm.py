@@ -13,6 +13,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from backends.hf.capture import CAPTURE_IMPLEMENTATION, RECORDER_KWARG, QKRecorder
+from backends.hf.compiled_step import COMPILED_CACHE_TOKENS, CompiledStep, static_cache
 from backends.hf.replay import replay_attention
 
 
@@ -47,9 +48,11 @@ class Draft:
 
 
 class CausalLM:
-    """A loaded decoder-only model and tokenizer, switched to the capturing SDPA implementation."""
+    """A loaded decoder-only model and tokenizer, switched to the capturing SDPA implementation. `compiled`: sessions
+    decode with one compiled single-token step (`backends.hf.compiled_step`), compiled here on a short warm-up draft
+    so that no stream waits for it."""
 
-    def __init__(self, model, tokenizer):
+    def __init__(self, model, tokenizer, compiled: bool = False):
         if getattr(model.config, "attn_logit_softcapping", None):
             raise ValueError(
                 f"{model.config.model_type} softcaps attention logits, which SDPA cannot do; "
@@ -61,13 +64,17 @@ class CausalLM:
         model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
         self.device = next(model.parameters()).device
         self.stop_token_ids = frozenset(stop_token_ids(model, tokenizer))
+        self.compiled_step = None
+        if compiled:
+            self.compiled_step = CompiledStep(model)
+            self.compiled_step.warm_up(model)
 
     @classmethod
-    def load(cls, spec: str, *, dtype: str = "float32", device: str = "cpu") -> "CausalLM":
+    def load(cls, spec: str, *, dtype: str = "float32", device: str = "cpu", compiled: bool = False) -> "CausalLM":
         from backends.models import load_causal_lm
 
         model, tokenizer = load_causal_lm(spec, dtype=dtype, device=device)
-        return cls(model, tokenizer)
+        return cls(model, tokenizer, compiled=compiled)
 
     def session(self, heads: Sequence[tuple[int, int]] | None = None) -> "DecodeSession":
         return DecodeSession(self, heads)
@@ -115,7 +122,12 @@ def check_draft_request(prompt_ids: Sequence[int], max_new_tokens: int, capture:
 
 
 class DecodeSession:
-    """One stream's decoding state: a KV cache for the last prompt+draft and, with heads, their captured q/k."""
+    """One stream's decoding state: a KV cache for the last prompt+draft and, with heads, their captured q/k.
+
+    On a compiled `CausalLM` the cache is static and draft tokens come from the compiled step; with capture, the q/k
+    rows of the draft come from one batched eager forward over it once it is decoded, and `stop` is then asked token
+    by token as in eager decoding (the draft is cut where it says stop). A prompt and draft longer than the static
+    cache decode eagerly."""
 
     def __init__(self, lm: CausalLM, heads: Sequence[tuple[int, int]] | None = None):
         self.lm = lm
@@ -123,9 +135,23 @@ class DecodeSession:
         self.reset()
 
     def reset(self) -> None:
-        self.cache = DynamicCache()
+        self.static = self.lm.compiled_step is not None
+        self.cache = self._new_cache()
         self.cached_ids: list[int] = []
         self.recorder = QKRecorder(self.heads) if self.heads else None
+
+    def _new_cache(self):
+        return static_cache(self.lm.model, COMPILED_CACHE_TOKENS) if self.static else DynamicCache()
+
+    def _use_static(self, static: bool) -> None:
+        """Decode the next draft into a static (compiled) or a dynamic (eager) cache, starting it afresh on a
+        change."""
+        if static != self.static:
+            self.static = static
+            self.cache = self._new_cache()
+            self.cached_ids = []
+            if self.recorder is not None:
+                self.recorder.truncate(0)
 
     @torch.inference_mode()
     def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True,
@@ -139,11 +165,18 @@ class DecodeSession:
         """
         check_draft_request(prompt_ids, max_new_tokens, capture, self.recorder is not None)
         prompt_ids = list(prompt_ids)
+        if self.lm.compiled_step is not None:
+            self._use_static(len(prompt_ids) + max_new_tokens <= COMPILED_CACHE_TOKENS)
         if self.recorder is not None:
             self.recorder.generation += 1
         logits = self._prefill(prompt_ids)
         draft = Draft(prompt_length=len(prompt_ids), recorder=self.recorder if capture else None,
                       generation=self.recorder.generation if self.recorder is not None else 0)
+        if self.static:
+            self._decode_compiled(draft, logits[0, -1], max_new_tokens, capture, stop)
+            if capture:
+                self.recorder.check_complete()
+            return draft
         while True:
             token = int(torch.argmax(logits[0, -1]))
             if token in self.lm.stop_token_ids:
@@ -159,18 +192,56 @@ class DecodeSession:
             self.recorder.check_complete()
         return draft
 
+    def _decode_compiled(self, draft: Draft, logits: torch.Tensor, max_new_tokens: int, capture: bool,
+                         stop: Callable[[Draft], bool] | None) -> None:
+        """`draft`'s tokens from the compiled step (see the class); the same tokens, rows and stops as eager."""
+        while True:
+            token = int(torch.argmax(logits))
+            if token in self.lm.stop_token_ids:
+                draft.finished = True
+                break
+            draft.tokens.append(token)
+            if len(draft.tokens) == max_new_tokens:
+                break
+            logits = self.lm.compiled_step(token, self.cache)
+            self.cached_ids.append(token)
+            if not capture and stop is not None and stop(draft):
+                return
+        if not capture or not draft.tokens:
+            return
+        self._truncate(draft.prompt_length)
+        self._forward(draft.tokens, record_queries=True)  # every draft row's q/k at its own position, in one pass
+        if stop is None:
+            return
+        decoded, draft.tokens = draft.tokens, []
+        for token in decoded:
+            draft.tokens.append(token)
+            # Eager decoding asks `stop` after each token but the one that fills the budget.
+            if len(draft.tokens) == max_new_tokens:
+                return
+            if stop(draft):
+                draft.finished = False  # cut before any end-of-sequence it would have read
+                return
+
     def _prefill(self, prompt_ids: list[int]) -> torch.Tensor:
-        """Reuse the cached longest common prefix (always re-feeding at least the last prompt token)."""
+        """Reuse the cached longest common prefix (always re-feeding at least the last prompt token; with heads, only
+        positions whose keys were recorded: a compiled step records none)."""
         reuse = 0
         limit = min(len(self.cached_ids), len(prompt_ids) - 1)
+        if self.recorder is not None:
+            limit = min(limit, self.recorder.recorded_positions)
         while reuse < limit and self.cached_ids[reuse] == prompt_ids[reuse]:
             reuse += 1
-        if reuse < len(self.cached_ids):
-            self.cache.crop(reuse - len(self.cached_ids))
-            if self.recorder is not None:
-                self.recorder.truncate(reuse)
-            del self.cached_ids[reuse:]
+        self._truncate(reuse)
         return self._forward(prompt_ids[reuse:], record_queries=False)
+
+    def _truncate(self, length: int) -> None:
+        """Forget the cached positions from `length` on (KV cache, recorded q/k, ids)."""
+        if length < len(self.cached_ids):
+            self.cache.crop(length - len(self.cached_ids))  # negative: drop that many positions
+            del self.cached_ids[length:]
+        if self.recorder is not None:
+            self.recorder.truncate(length)
 
     def _forward(self, new_ids: list[int], record_queries: bool) -> torch.Tensor:
         kwargs = {}
@@ -179,6 +250,10 @@ class DecodeSession:
             self.recorder.begin(len(self.cached_ids), len(new_ids), record_queries)
             kwargs[RECORDER_KWARG] = self.recorder
         input_ids = torch.tensor([new_ids], dtype=torch.long, device=self.lm.device)
-        output = self.lm.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
+        # Recording several query rows needs every row computed: Gemma-4 computes its KV-shared layers only for the
+        # rows whose logits are kept.
+        keep = 0 if record_queries and len(new_ids) > 1 else 1
+        output = self.lm.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True, logits_to_keep=keep,
+                               **kwargs)
         self.cached_ids.extend(new_ids)
         return output.logits
