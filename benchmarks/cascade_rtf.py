@@ -38,7 +38,13 @@ from common.synthetic_speech import SAMPLE_RATE, synthesize_talk
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cpu import cpu_summary  # noqa: E402
-from trained_lengths import ReferenceTranscriber, final_budget_ratio, read_timeline, reference_words, timeline_path  # noqa: E402
+from trained_lengths import (  # noqa: E402
+    ReferenceTranscriber,
+    final_budget_ratio,
+    read_timeline,
+    reference_words,
+    timeline_path,
+)
 
 # Environment variables that make a library run a lower instruction set than the CPU has (to measure the AVX2 path
 # on an AVX512 machine; llama.cpp has none: build it without AVX512 instead, docs/cpu_low_latency.md).
@@ -196,8 +202,9 @@ def trained_length_cascade(config: CascadeConfig, spoken) -> CascadeTranslator:
     config = dataclasses.replace(config, final_budget_ratio=ratio, final_budget_slack=0)
     lm.stop_token_ids = frozenset()
     translator = CascadeTranslator.from_config(config, AlignAttTranslator.from_config(config, lm))
-    translator.recognizer = ReferenceTranscriber(translator.recognizer, reference_words(spoken), lambda: translator.now)
-    print(f"trained lengths: recogniser decodes {len(reference_words(spoken))} talk words at a trained tokenizer's "
+    words = reference_words(spoken)
+    translator.recognizer = ReferenceTranscriber(translator.recognizer, words, lambda: translator.now)
+    print(f"trained lengths: recogniser decodes {len(words)} talk words at a trained tokenizer's "
           f"count; final drafts {ratio:.2f} x source tokens; no end-of-turn")
     return translator
 

@@ -12,8 +12,8 @@ recogniser and translator do a trained model's work on the talk's own transcript
 Prints one table: capture parity (replay vs eager attention, float32, decisions identical), capture invisibility
 (greedy tokens with and without capture), ms per draft token (plain, capture + replay + policy, eager with
 output_attentions: the paper's Fig. 7; again with the compiled decode step, model_compile), vLLM tokens/s with and
-without capture (benchmarks/vllm_capture.py) with
-CUDA graphs on (or the backend's clear refusal: capture under graphs is unverified) and on an eager engine, and the
+without capture (benchmarks/vllm_capture.py) with CUDA graphs on (or the backend's clear refusal: capture under graphs
+is unverified) and on an eager engine, and the
 cascade's real-time factor at 0.85 s and 1.5 s chunks with both GPU models (benchmarks/cascade_rtf.py), their
 decode steps compiled (asr_compile, model_compile), and at the first chunk size uncompiled beside it.
 Targets (issue 21): capture <= 1.05x plain and >= 2.5x faster than eager per draft token; vLLM capture overhead

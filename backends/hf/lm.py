@@ -49,7 +49,7 @@ class Draft:
 
 class CausalLM:
     """A loaded decoder-only model and tokenizer, switched to the capturing SDPA implementation. `compiled`: sessions
-    decode with one compiled single-token step (`backends.hf.compiled_step`), compiled here on a short warm-up draft
+    decode with one compiled single-token step (`backends.hf.compiled_step`), compiled here on a few warm-up steps
     so that no stream waits for it."""
 
     def __init__(self, model, tokenizer, compiled: bool = False):
@@ -172,25 +172,26 @@ class DecodeSession:
         logits = self._prefill(prompt_ids)
         draft = Draft(prompt_length=len(prompt_ids), recorder=self.recorder if capture else None,
                       generation=self.recorder.generation if self.recorder is not None else 0)
-        if self.static:
-            self._decode_compiled(draft, logits[0, -1], max_new_tokens, capture, stop)
-            if capture:
-                self.recorder.check_complete()
-            return draft
-        while True:
-            token = int(torch.argmax(logits[0, -1]))
-            if token in self.lm.stop_token_ids:
-                draft.finished = True
-                break
-            draft.tokens.append(token)
-            if len(draft.tokens) == max_new_tokens and not capture:
-                break
-            logits = self._forward([token], record_queries=capture)
-            if len(draft.tokens) == max_new_tokens or (stop is not None and stop(draft)):
-                break
+        decode = self._decode_compiled if self.static else self._decode_eager
+        decode(draft, logits[0, -1], max_new_tokens, capture, stop)
         if capture:
             self.recorder.check_complete()
         return draft
+
+    def _decode_eager(self, draft: Draft, logits: torch.Tensor, max_new_tokens: int, capture: bool,
+                      stop: Callable[[Draft], bool] | None) -> None:
+        """`draft`'s tokens, one eager forward each (capturing each row as its token is fed)."""
+        while True:
+            token = int(torch.argmax(logits))
+            if token in self.lm.stop_token_ids:
+                draft.finished = True
+                return
+            draft.tokens.append(token)
+            if len(draft.tokens) == max_new_tokens and not capture:
+                return
+            logits = self._forward([token], record_queries=capture)[0, -1]
+            if len(draft.tokens) == max_new_tokens or (stop is not None and stop(draft)):
+                return
 
     def _decode_compiled(self, draft: Draft, logits: torch.Tensor, max_new_tokens: int, capture: bool,
                          stop: Callable[[Draft], bool] | None) -> None:
