@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 # The CPU build of torch 2.13.0 is pre-provisioned on these machines; any other torch request pulls GBs of CUDA
 # wheels. GPU users: `make install TORCH=` keeps the torch already in $(VENV) (or bring your own venv).
 TORCH ?= torch==2.13.0
+# llama.cpp without AMX (see the install recipe); x86-64 compilers only know these flags.
+LLAMA_CPP_PIN := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)
+NO_AMX := $(if $(filter x86_64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: install demo test test-fast gpu-check comet-env vllm-env clean
@@ -19,7 +22,14 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install -q --upgrade pip
 	$(if $(TORCH),$(PY) -m pip install -q "$(TORCH)")
 	# llama-cpp-python (the `llamacpp` extra) compiles llama.cpp the first time (~8 min); pip caches the wheel.
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install -q -e ".[embedded,simuleval,speech,eval,finetune,llamacpp,dev]"
+	# -march=native without AMX: llama.cpp's AMX matmul of quantized weights dies with "Illegal instruction"
+	# (backends/llama_cpp: check_no_amx_matmul), and no preset runs quantized weights on an AMX CPU (bf16 there).
+	CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+		$(PY) -m pip install -q -e ".[embedded,simuleval,speech,eval,finetune,llamacpp,dev]"
+	# A wheel pip cached from a build with AMX is built again without it.
+	$(PY) -c "from backends.llama_cpp import build_features; exit('AMX_INT8' in build_features())" \
+		|| CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+		$(PY) -m pip install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_CPP_PIN)"
 	# SimulEval 1.1.4 pins tqdm==4.64.1 and bitarray==2.6.0 (no wheel for Python 3.11+) but imports neither at
 	# run time; installing it without its pins keeps transformers 5.x (see pyproject's `simuleval` extra).
 	$(PY) -m pip install -q --no-deps simuleval==1.1.4

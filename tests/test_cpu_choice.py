@@ -55,3 +55,26 @@ def test_the_installed_llama_cpp_reports_its_build_features():
 
     features = build_features()
     assert features and all(name and name.isupper() and " " not in name for name in features), features
+
+
+
+def test_the_installed_llama_cpp_does_not_multiply_with_amx():
+    """`make install` builds llama.cpp without AMX: its AMX code died with 'Illegal instruction' at the first q8_0
+    decode on an Intel Xeon VM with amx_tile (the whole suite stopped there)."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from backends.llama_cpp import build_features
+
+    assert "AMX_INT8" not in build_features(), build_features()
+
+
+def test_quantized_weights_on_an_amx_build_are_refused_with_the_fix(tmp_path):
+    """The session refuses before llama.cpp would die with SIGILL, and only for quantized weights on an AMX build
+    (build features given, as an AMX build reports them)."""
+    from backends.llama_cpp import check_no_amx_matmul
+
+    amx_build, plain_build = frozenset({"AVX512", "AVX512_BF16", "AMX_INT8"}), frozenset({"AVX2", "AVX512"})
+    with pytest.raises(RuntimeError, match=r"(?s)model.gguf holds quantized weights.*Illegal instruction.*"
+                                           r"bf16.*CFLAGS='-mno-amx-tile"):
+        check_no_amx_matmul("7", tmp_path / "model.gguf", amx_build)  # q8_0
+    check_no_amx_matmul("32", tmp_path / "model.gguf", amx_build)  # bf16 never takes the AMX path
+    check_no_amx_matmul("7", tmp_path / "model.gguf", plain_build)

@@ -19,7 +19,8 @@ import numpy as np
 from backends.speculative import SpeculativeSession, reusable_prefix
 
 INSTALL_HINT = ("llama-cpp-python is not installed: pip install llama-cpp-python==0.3.36 (builds from source, about "
-                "8 minutes on 2 cores; pip caches the wheel)")
+                "8 minutes on 2 cores; pip caches the wheel; on x86-64 with CFLAGS and CXXFLAGS set to "
+                "'-mno-amx-tile -mno-amx-int8 -mno-amx-bf16', as `make install` does)")
 # Weight types a GGUF can be re-quantized to (llama.cpp's file types). bf16 keeps a Q4_K_M model's values (they are
 # dequantized, then rounded to bf16) and makes batched verification cheap on CPUs with AVX512-BF16: see docs/ssbd.md.
 # f32 (every tensor dequantized) is the reference for the capture parity with transformers float32.
@@ -27,7 +28,11 @@ AUTO_WEIGHTS = "auto"  # the weight format this CPU runs best: backends.cpu.pref
 WEIGHT_TYPES = {"bf16": "LLAMA_FTYPE_MOSTLY_BF16", "f16": "LLAMA_FTYPE_MOSTLY_F16", "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
                 "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0", "f32": "LLAMA_FTYPE_ALL_F32"}
 LLAMA_FTYPE_ALL_F32 = "0"  # general.file_type of an all-f32 GGUF, as llama.cpp's metadata strings spell it
+FLOAT_FILE_TYPES = (LLAMA_FTYPE_ALL_F32, "1", "32")  # f32, f16 and bf16 weights (what llama.cpp never runs on AMX)
 GGML_TYPE_F32 = 0
+# llama.cpp built with -march=native on a CPU with AMX multiplies quantized weights with AMX tiles, which crash
+# (`check_no_amx_matmul`); `make install` builds without them, and these flags are the fix for other builds.
+NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 
 
 def gguf_path_for(spec: str) -> Path:
@@ -62,6 +67,23 @@ def build_features() -> frozenset[str]:
     info = llama_cpp.llama_print_system_info().decode(errors="replace")
     pairs = (item.partition("=") for item in info.split("|"))
     return frozenset(name.split(":")[-1].strip() for name, _, value in pairs if value.strip() == "1")
+
+
+def check_no_amx_matmul(file_type: str | None, gguf_path: Path, features: frozenset[str] | None = None) -> None:
+    """RuntimeError, not a SIGILL later: quantized weights (`file_type`, the GGUF's general.file_type) on a llama.cpp
+    build that multiplies them with AMX tiles (`features`: its build features, default this library's). The AMX
+    code of the llama.cpp that llama-cpp-python 0.3.36 vendors dies with "Illegal instruction" at the first decode
+    (seen on an Intel Xeon VM with amx_tile; upstream llama.cpp PR #26954: a tile configuration the compiler
+    optimises away, tile permission asked on the main thread only). f32, f16 and bf16 weights never use it."""
+    features = build_features() if features is None else features
+    if file_type in FLOAT_FILE_TYPES or "AMX_INT8" not in features:
+        return
+    raise RuntimeError(
+        f"{gguf_path} holds quantized weights, which this llama.cpp build multiplies with AMX tiles (it was compiled "
+        "with -march=native on a CPU with AMX), and that code dies with 'Illegal instruction' (llama.cpp PR #26954). "
+        "Run bf16 weights (gguf_weights: bf16, or auto, which picks bf16 on every CPU with AMX), or rebuild "
+        f"llama-cpp-python without AMX, as `make install` does: CFLAGS='{NO_AMX_FLAGS}' CXXFLAGS='{NO_AMX_FLAGS}' "
+        "pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36")
 
 
 def requantized_path(source: Path, weight_type: str) -> Path:
@@ -158,8 +180,10 @@ class LlamaCppSession(SpeculativeSession):
         # `scores` buffer (n_batch x vocabulary floats: 155 MB for Qwen2.5 at 256, per stream).
         self.llama = Llama(model_path=str(lm.gguf_path), n_ctx=lm.n_ctx, n_batch=min(256, lm.n_ctx),
                            n_threads=lm.n_threads, n_threads_batch=lm.n_threads, logits_all=False, verbose=False)
+        file_type = self.llama.metadata.get("general.file_type")
+        check_no_amx_matmul(file_type, lm.gguf_path)
         overrides = {"cb_eval": eval_callback} if eval_callback is not None else {}
-        if self.llama.metadata.get("general.file_type") == LLAMA_FTYPE_ALL_F32:
+        if file_type == LLAMA_FTYPE_ALL_F32:
             # f32 weights are run as the exact reference: the KV cache keeps f32 too (llama.cpp's default is f16).
             overrides.update(type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32)
         if overrides:
