@@ -141,6 +141,12 @@ def loop_free_length(prefix_units: Sequence[str], draft_text: str, unit: Unit) -
     return units_prefix_length(draft_text, unit, max(0, start - len(prefix_units)))
 
 
+# What cut a draft (`DraftGuard.usable_length`), "" where nothing did. A line break is how a one-line translation
+# ends, often after translating a partial source well; the other cuts mean the draft stopped being a translation.
+LINE_BREAK, FOREIGN_SCRIPT, ECHO, RESTART, LOOP = "line break", "foreign script", "echo", "restart", "loop"
+DEGENERATE_CUTS = (FOREIGN_SCRIPT, ECHO, RESTART, LOOP)
+
+
 @dataclass(frozen=True)
 class DraftGuard:
     """Every rule of this module for one translation direction and prompt: `usable_length` says how much of a
@@ -151,27 +157,27 @@ class DraftGuard:
     instruction_words: tuple[str, ...] = field(default=())  # the prompt's system and instruction text, as words
 
     def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = ()
-                      ) -> tuple[int, bool]:
-        """(length, degenerate): how much of `draft_text` (the continuation of the committed `prefix_units`) is
-        still a translation of `source_words`, and whether the draft ran into a line break, a loop, an echo of the
-        instructions, a restart of the translation or a foreign script (then the translation is over; the rest is never
-        used)."""
-        length, degenerate = len(draft_text), False
+                      ) -> tuple[int, str]:
+        """(length, cut): how much of `draft_text` (the continuation of the committed `prefix_units`) is still a
+        translation of `source_words`, and which rule ended it there: LINE_BREAK, or one of DEGENERATE_CUTS (a
+        foreign script, an echo of the instructions, a restart of the translation, a loop); "" where none did.
+        After a cut the translation is over; the rest is never used."""
+        length, cut = len(draft_text), ""
         newline = line_end(draft_text)
         if newline is not None:
-            length, degenerate = newline, True
+            length, cut = newline, LINE_BREAK
         units = split_units(draft_text[:length], self.unit)
-        cuts = [foreign_script_start(units, self.target_lang),
-                echo_start(units, self.instruction_words, source_words),
-                restart_start(prefix_units, units, self.unit)]
-        cuts = [cut for cut in cuts if cut is not None]
-        if cuts:
-            length, degenerate = units_prefix_length(draft_text[:length], self.unit, min(cuts)), True
+        starts = [(start, rule) for start, rule in ((foreign_script_start(units, self.target_lang), FOREIGN_SCRIPT),
+                                                    (echo_start(units, self.instruction_words, source_words), ECHO),
+                                                    (restart_start(prefix_units, units, self.unit), RESTART))
+                  if start is not None]
+        if starts:
+            start, cut = min(starts)
+            length = units_prefix_length(draft_text[:length], self.unit, start)
         loop = loop_free_length(prefix_units, draft_text[:length], self.unit)
         if loop is not None:
-            length, degenerate = loop, True
-        return length, degenerate
-
+            length, cut = loop, LOOP
+        return length, cut
 
 
 def final_budget(source_tokens: int, target_prefix_tokens: int, ratio: float, slack: int, cap: int) -> int:

@@ -2,6 +2,12 @@
 import pytest
 
 from policies.degenerate import (
+    DEGENERATE_CUTS,
+    ECHO,
+    FOREIGN_SCRIPT,
+    LINE_BREAK,
+    LOOP,
+    RESTART,
     DraftGuard,
     echo_start,
     echo_words,
@@ -70,30 +76,34 @@ INSTRUCTIONS = tuple("Translate the English text above into German. Output only 
 
 def test_guard_cuts_at_line_break_or_loop_inside_the_draft_only():
     guard = DraftGuard("word", "de", INSTRUCTIONS)
-    assert guard.usable_length([], "Guten Tag.\nDeutsch:") == (len("Guten Tag."), True)
-    assert guard.usable_length([], "Guten Tag.") == (len("Guten Tag."), False)
+    assert guard.usable_length([], "Guten Tag.\nDeutsch:") == (len("Guten Tag."), LINE_BREAK)
+    assert guard.usable_length([], "Guten Tag.") == (len("Guten Tag."), "")
     # The loop began in the committed prefix: the draft keeps nothing of it.
-    assert guard.usable_length(["Sie.", "Sie."], " Sie. Sie.") == (0, True)
+    assert guard.usable_length(["Sie.", "Sie."], " Sie. Sie.") == (0, LOOP)
     draft = " wenn Sie. Sie. Sie. Sie."
-    length, degenerate = guard.usable_length(["Ich", "weiß,"], draft)
-    assert degenerate and draft[:length] == " wenn Sie."
+    length, cut = guard.usable_length(["Ich", "weiß,"], draft)
+    assert cut == LOOP and draft[:length] == " wenn Sie."
+    # A loop before the line's end names the loop: the draft had stopped being a translation first.
+    draft = " wenn Sie. Sie. Sie.\nDeutsch:"
+    assert guard.usable_length(["Ich"], draft) == (len(" wenn Sie."), LOOP)
+    assert LINE_BREAK not in DEGENERATE_CUTS and LOOP in DEGENERATE_CUTS
 
 
 def test_guard_cuts_an_echo_of_the_instructions_unless_the_source_says_it():
     guard = DraftGuard("word", "de", INSTRUCTIONS)
     draft = " Match prefix auf den German translation is: So warum"
-    length, degenerate = guard.usable_length(["So", "warum", "hat", "der"], draft)
-    assert degenerate and draft[:length] == " Match prefix auf den"
+    length, cut = guard.usable_length(["So", "warum", "hat", "der"], draft)
+    assert cut == ECHO and draft[:length] == " Match prefix auf den"
     source = "we need a German translation of it".split()
     assert guard.usable_length([], "wir brauchen eine German translation", source) == (len(
-        "wir brauchen eine German translation"), False)
+        "wir brauchen eine German translation"), "")
     assert echo_start("Das ist gut".split(), INSTRUCTIONS) is None
 
 
 def test_guard_cuts_a_switch_of_script():
     draft = "Query in mehrere. 自然. 模型. 翻译。"
-    length, degenerate = DraftGuard("word", "de").usable_length([], draft)
-    assert degenerate and draft[:length] == "Query in mehrere."
+    length, cut = DraftGuard("word", "de").usable_length([], draft)
+    assert cut == FOREIGN_SCRIPT and draft[:length] == "Query in mehrere."
     assert foreign_script_start(["使用", " GPU"], "zh") is None
     assert foreign_script_start(["Hallo", "Welt"], "de") is None
 
@@ -115,8 +125,8 @@ def test_a_draft_that_starts_the_translation_again_is_cut_where_the_restart_begi
     assert restart_start([], "So warum hat der Match So warum hat".split(), "word") == 5
     guard = DraftGuard("word", "de", INSTRUCTIONS)
     draft = " Anzahl der Menschen. Wir müssen die"
-    length, degenerate = guard.usable_length(prefix, draft)
-    assert degenerate and draft[:length] == " Anzahl der Menschen."
+    length, cut = guard.usable_length(prefix, draft)
+    assert cut == RESTART and draft[:length] == " Anzahl der Menschen."
 
 
 @pytest.mark.parametrize("prefix, draft, unit", [

@@ -257,6 +257,32 @@ def test_policy_log_writes_each_segments_counts_and_eval_reports_the_gate_share(
     assert policy_scores(tmp_path / "absent") == {}
 
 
+def test_eval_counts_drafts_that_ended_their_line_apart_from_degenerate_ones(tmp_path):
+    """A draft that closes its line after translating a partial source is not degenerate: the policy log counts
+    line ends and degenerate cuts (loops, echoes, restarts, foreign scripts) apart, live and final, and eval
+    reports each as a share of all drafts."""
+    import json
+
+    from agents.evaluation.runs import POLICY_LOG
+    from agents.evaluation.scoring import policy_scores
+    from agents.systems.llm import PolicyStats, Step
+    from backends.hf.lm import Draft
+    from policies.degenerate import ECHO, LINE_BREAK, LOOP
+
+    stats = PolicyStats()
+    draft = Draft(prompt_length=4, tokens=[1, 2])
+    for cut in (LINE_BREAK, LINE_BREAK, LOOP, "", ""):
+        stats.add(Step(None, draft, "", "", 1, cut=cut))
+    for cut in (LINE_BREAK, ECHO):
+        stats.add(Step(None, draft, "", "", 1, final=True, cut=cut))
+    assert (stats.line_breaks, stats.degenerate, stats.final_line_breaks, stats.final_degenerate) == (2, 1, 1, 1)
+    assert not Step(None, draft, "", "", 1, cut=LINE_BREAK).degenerate and Step(None, draft, "", "", 1, cut=ECHO).degenerate
+    (tmp_path / POLICY_LOG).write_text(json.dumps(dataclasses.asdict(stats)) + "\n")
+    scores = policy_scores(tmp_path)
+    assert scores["degenerate drafts (%)"] == pytest.approx(100 * 2 / 7)
+    assert scores["line-ended drafts (%)"] == pytest.approx(100 * 3 / 7)
+
+
 def test_streams_on_server_threads_share_no_tokenizer_state(tiny_lm):
     """A server runs each stream's steps on its own thread over the shared weights. A fast tokenizer keeps its
     truncation settings in one Rust object, so one stream calling with other settings (here: truncation to 4 tokens,

@@ -182,8 +182,9 @@ def score_offline(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
 
 
 def policy_scores(run_dir: Path) -> dict[str, float]:
-    """From the translator's policy log (if the run wrote one): the share of live steps where the AlignAtt gate
-    withheld draft tokens, and of drafts cut at a line break or a loop, in percent."""
+    """From the translator's policy log (if the run wrote one), in percent: the share of live steps where the
+    AlignAtt gate withheld draft tokens, of drafts cut because they stopped being a translation (a loop, an echo, a
+    restart, a foreign script) and of drafts that ended their line (a translation's normal end, counted apart)."""
     log = run_dir / POLICY_LOG
     if not log.is_file():
         return {}
@@ -194,6 +195,8 @@ def policy_scores(run_dir: Path) -> dict[str, float]:
     live, final = totals.get("live_steps", 0), totals.get("final_steps", 0)
     return {"gate fired (% of steps)": 100.0 * totals.get("gate_fired", 0) / max(live, 1),
             "degenerate drafts (%)": 100.0 * (totals.get("degenerate", 0) + totals.get("final_degenerate", 0))
+            / max(live + final, 1),
+            "line-ended drafts (%)": 100.0 * (totals.get("line_breaks", 0) + totals.get("final_line_breaks", 0))
             / max(live + final, 1)}
 
 

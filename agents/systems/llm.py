@@ -20,7 +20,7 @@ from backends.hf.lm import CausalLM, Draft
 from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt, language_name
 from backends.models import stream_tokenizer
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
-from policies.degenerate import DraftGuard, echo_words, final_budget
+from policies.degenerate import DEGENERATE_CUTS, LINE_BREAK, DraftGuard, echo_words, final_budget
 from policies.frontier import accessible_word_count
 from policies.local_agreement import agreed_prefix
 from policies.transcript import ends_sentence
@@ -41,7 +41,8 @@ MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk
 class Step:
     """What one policy call saw and decided (kept for diagnostics and tests).
 
-    degenerate: the draft stopped being a translation and was cut there (`policies.degenerate.DraftGuard`).
+    cut: the rule of `policies.degenerate.DraftGuard` that ended the draft ("" where none did): a line break (the
+    translation's line ended) or a degenerate cut (a loop, an echo, a restart, a foreign script).
     """
 
     prompt: TranslationPrompt | None
@@ -51,8 +52,13 @@ class Step:
     accessible_words: int
     scan: ScanResult | None = None
     final: bool = False
-    degenerate: bool = False
+    cut: str = ""
     skipped: str = ""  # why no draft was made (a source the prompt cannot map), else empty
+
+    @property
+    def degenerate(self) -> bool:
+        """Whether the draft stopped being a translation (a cut other than the end of its line)."""
+        return self.cut in DEGENERATE_CUTS
 
     @property
     def gate_fired(self) -> bool:
@@ -72,7 +78,9 @@ class PolicyStats:
     """Counts over a stream's steps: how often the policy held back part of a draft.
 
     gate_fired: steps where the AlignAtt gate rejected a token; gate_stopped_tokens: draft tokens withheld by it;
-    degenerate: drafts cut by the DraftGuard; skipped: steps whose source could not be mapped.
+    degenerate: drafts cut by the DraftGuard because they stopped being a translation; line_breaks: drafts that
+    ended their line (the guard cuts them there too, but that is how a one-line translation ends); skipped: steps
+    whose source could not be mapped.
     """
 
     live_steps: int = 0
@@ -80,8 +88,10 @@ class PolicyStats:
     gate_fired: int = 0
     gate_stopped_tokens: int = 0
     degenerate: int = 0
+    line_breaks: int = 0
     final_steps: int = 0
     final_degenerate: int = 0
+    final_line_breaks: int = 0
     skipped: int = 0
 
     def add(self, step: "Step") -> None:
@@ -91,12 +101,14 @@ class PolicyStats:
         if step.final:
             self.final_steps += 1
             self.final_degenerate += step.degenerate
+            self.final_line_breaks += step.cut == LINE_BREAK
             return
         self.live_steps += 1
         self.draft_tokens += len(step.draft.tokens)
         self.gate_fired += step.gate_fired
         self.gate_stopped_tokens += step.gate_stopped_tokens
         self.degenerate += step.degenerate
+        self.line_breaks += step.cut == LINE_BREAK
 
 
 class LLMTranslator(StreamingTranslator):
@@ -197,7 +209,7 @@ class LLMTranslator(StreamingTranslator):
             return Emission()
         if final:
             budget = self._final_budget(prompt, target_prefix)
-            draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._degenerate)
+            draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._translation_over)
             accepted, scan = len(draft.tokens), None
         else:
             draft, accepted, scan = self._draft_and_accept(prompt, self.config.max_new_tokens, accessible)
@@ -206,8 +218,8 @@ class LLMTranslator(StreamingTranslator):
         draft_text = self._decode(draft.tokens)
         if final:
             draft_text = draft_text.replace(REPLACEMENT_CHARACTER, "")
-        usable, degenerate = self._usable_length(draft_text)
-        if final or degenerate:
+        usable, cut = self._usable_length(draft_text)
+        if final or cut:
             # The draft is a translation up to `usable` (it ended, or what follows is no longer one); only a final
             # draft's last unit is complete there.
             committed_length = committable_prefix_length(draft_text[:usable], "" if final else None,
@@ -217,7 +229,7 @@ class LLMTranslator(StreamingTranslator):
         if not final:
             committed_length = min(committed_length, self._committable_length(draft, accepted))
         committed = draft_text[:committed_length]
-        self._record(Step(prompt, draft, draft_text, committed, accessible, scan, final, degenerate))
+        self._record(Step(prompt, draft, draft_text, committed, accessible, scan, final, cut))
         units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
         if not final and self.config.withhold_sentence_end:
             units = units_before_sentence_end(units, self.config.target_lang)
@@ -234,14 +246,14 @@ class LLMTranslator(StreamingTranslator):
     def _decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
-    def _usable_length(self, draft_text: str) -> tuple[int, bool]:
+    def _usable_length(self, draft_text: str) -> tuple[int, str]:
         """How much of a draft is still a translation of the segment (`policies.degenerate.DraftGuard`)."""
         return self.guard.usable_length(self.segment_units, draft_text, [w.text for w in self.source_words])
 
-    def _degenerate(self, draft: Draft) -> bool:
-        """Stop condition of every draft: the text stopped being a translation (`policies.degenerate.DraftGuard`;
-        nothing after that point is used)."""
-        return self._usable_length(self._decode(draft.tokens))[1]
+    def _translation_over(self, draft: Draft) -> bool:
+        """Stop condition of every draft: the guard cut it, at the end of its line or where it stopped being a
+        translation (`policies.degenerate.DraftGuard`; nothing after that point is used)."""
+        return bool(self._usable_length(self._decode(draft.tokens))[1])
 
     def _committable_length(self, draft: Draft, accepted: int) -> int:
         """Round a live draft's accepted token prefix back to the last complete stability unit. Where the draft
@@ -303,7 +315,7 @@ class AlignAttTranslator(LLMTranslator):
 
         def stop(draft: Draft) -> bool:
             rejected = scan_next(draft) if self.stop_at_first_failure else False
-            return rejected or self._degenerate(draft)
+            return rejected or self._translation_over(draft)
 
         draft = self.session.draft(prompt.token_ids, budget, stop=stop)
         while not scanner.failed and len(scanner.decisions) < len(draft.tokens):
@@ -329,7 +341,7 @@ class WaitkTranslator(LLMTranslator):
 
         def stop(draft: Draft) -> bool:
             text = self._decode(draft.tokens)
-            return len(split_units(text, self.target_unit)) > allowed or self._degenerate(draft)
+            return len(split_units(text, self.target_unit)) > allowed or self._translation_over(draft)
 
         draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
         return draft, len(draft.tokens), None
@@ -371,7 +383,7 @@ class LocalAgreementTranslator(LLMTranslator):
         window agrees on; the window keeps each hypothesis' units after what is committed."""
         draft = self.session.draft(prompt.token_ids, self._final_budget(prompt, join_units(self.segment_units,
                                                                                               self.target_unit)),
-                                   capture=False, stop=self._degenerate)
+                                   capture=False, stop=self._translation_over)
         text = self._decode(draft.tokens)
         text = text[: self._usable_length(text)[0]]
         # The last unit may go on, whether the budget cut it or the draft ended on a partial source ("zusammen"
