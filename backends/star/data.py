@@ -5,13 +5,12 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from backends.star.features import SAMPLE_RATE, log_mel
+from backends.star.features import log_mel
 from backends.star.model import Batch
 from backends.star.text import TargetVocabulary
-from common.audio import read_wav_info
+from common.audio import decode_audio_16k
 
 
 @dataclass(frozen=True)
@@ -39,22 +38,8 @@ def read_tsv(path: str | Path) -> list[tuple[str, str]]:
     return rows
 
 
-def read_audio(path: str) -> np.ndarray:
-    """16 kHz mono float32 (other rates and channels are converted)."""
-    import soundfile
-
-    read_wav_info(path)  # a clear AudioError for unreadable files
-    audio, rate = soundfile.read(path, dtype="float32", always_2d=True)
-    audio = audio.mean(axis=1)
-    if rate != SAMPLE_RATE:
-        import soxr
-
-        audio = soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
-    return audio
-
-
 def load_utterances(rows: list[tuple[str, str]], vocabulary: TargetVocabulary) -> list[Utterance]:
-    return [Utterance(log_mel(torch.from_numpy(read_audio(wav))).half(), tuple(vocabulary.encode(text)), text, wav)
+    return [Utterance(log_mel(torch.from_numpy(decode_audio_16k(wav))).half(), tuple(vocabulary.encode(text)), text, wav)
             for wav, text in rows]
 
 

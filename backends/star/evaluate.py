@@ -9,8 +9,9 @@ import sys
 from statistics import mean
 
 from backends.star.checkpoint import load_star
-from backends.star.data import read_audio, read_tsv
+from backends.star.data import read_tsv
 from backends.star.encoder import FRAME_MS
+from common.audio import decode_audio_16k
 from backends.star.streaming import StreamingRecognizer
 from backends.star.text import normalize_transcript
 from backends.star.words import WordAssembler
@@ -41,7 +42,7 @@ def evaluate(checkpoint: str, tsv: str, wait_k: int | None = None, chunk_ms: int
     errors = reference_words = anchors = frames = 0
     latency = {"AL": [], "LAAL": [], "DAL": []}
     for wav, text in rows:
-        audio = read_audio(wav)
+        audio = decode_audio_16k(wav)
         output = transcribe(recognizer, words, audio, chunk_ms * 16)
         reference = normalize_transcript(text).split()
         errors += word_errors([word for word, _ in output], reference)
