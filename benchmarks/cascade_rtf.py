@@ -22,6 +22,7 @@ import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -209,6 +210,26 @@ def trained_length_cascade(config: CascadeConfig, spoken) -> CascadeTranslator:
     return translator
 
 
+def on_thread(call, *args, new_thread: bool):
+    """`call(*args)`, on a new thread if `new_thread` (its exception re-raised here)."""
+    if not new_thread:
+        return call(*args)
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call(*args)
+        except BaseException as error:  # noqa: BLE001 (re-raised on the caller's thread)
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0)
@@ -220,6 +241,10 @@ def main() -> None:
     parser.add_argument("--trained-lengths", action="store_true",
                         help="random weights doing a trained model's work (Qwen3-ASR; with --wav, its timeline "
                              "beside it: benchmarks/trained_lengths.py)")
+    parser.add_argument("--thread-per-chunk", action="store_true",
+                        help="feed each chunk (and the final flush) from a new thread, as simulstream's "
+                             "http_speech_processor_server does (a ThreadingHTTPServer: one thread per request); the "
+                             "models were loaded, and compiled, on the main thread")
     args = parser.parse_args()
 
     values = {**read_yaml(eval_configs.path(args.config)), **parse_overrides(args.set)}
@@ -248,6 +273,8 @@ def main() -> None:
           f"(chunk {chunk_seconds} s, hold-back {config.hold_back} s, model {config.model}, asr {config.asr})")
 
     print(cpu_summary())
+    if args.thread_per_chunk:
+        print("chunks fed from a new thread each, as the HTTP speech-processor server does")
 
     began = time.perf_counter()
     if args.trained_lengths:
@@ -280,7 +307,7 @@ def main() -> None:
     for start in range(0, len(audio), step):
         longest_lag = max(longest_lag, translator.lag_seconds())
         began, calls = time.perf_counter(), len(recognizer.seconds)
-        translator.feed_audio(audio[start:start + step])
+        on_thread(translator.feed_audio, audio[start:start + step], new_thread=args.thread_per_chunk)
         chunk_times.append(time.perf_counter() - began)
         asr_times.append(sum(recognizer.seconds[calls:]))
         tail_seconds.append(sum(recognizer.audio_seconds[calls:]))
@@ -295,7 +322,7 @@ def main() -> None:
                   f"{stream_structure_sizes(translator)}", flush=True)
             window_start, next_report = len(chunk_times), next_report + window_seconds
     began = time.perf_counter()
-    translator.flush()
+    on_thread(translator.flush, new_thread=args.thread_per_chunk)
     flush_time = time.perf_counter() - began
 
     audio_seconds = len(audio) / rate

@@ -293,15 +293,16 @@ def vllm_rows(explicit_python: str | None, tokens: int) -> list[Row]:
 RTF_TARGETS = {0.85: 0.5}
 
 
-def cascade_rows(device: str, dtype: str, minutes: float, chunks: list[float], talk_wav: Path | None,
+def cascade_rows(device: str, dtype: str, minutes: float, runs: list[tuple[float, bool]], talk_wav: Path | None,
                  compile_translator: bool = True) -> list[Row]:
-    """RTF at each chunk size with the recogniser's and the translator's decode steps compiled (`asr_compile`,
-    `model_compile`), and at the first chunk size uncompiled beside it: the transformers loops the GPU presets run
-    today. Without `compile_translator` (the CPU self-test: compiling the translator takes minutes there) only the
-    recogniser's step is compiled."""
+    """RTF of each (chunk size, compiled) in `runs`: compiled, with the recogniser's and the translator's decode steps
+    compiled (`asr_compile`, `model_compile`); uncompiled, the transformers loops the GPU presets run today. Each
+    chunk is fed from a new thread, as simulstream's HTTP server feeds each request, so CUDA graphs recorded at load
+    are replayed from threads other than the one that recorded them. Without `compile_translator` (the CPU
+    self-test: compiling the translator takes minutes there) only the recogniser's step is compiled."""
     rows = []
     talk = ["--wav", str(talk_wav)] if talk_wav else []
-    for chunk, compiled in [(chunk, True) for chunk in chunks] + [(chunks[0], False)]:
+    for chunk, compiled in runs:
         target = RTF_TARGETS.get(chunk) if compiled else None
         settings = [f"speech_chunk_size={chunk}", f"model_device={device}", f"asr_device={device}",
                     f"model_dtype={dtype}", f"asr_dtype={dtype}", f"asr_compile={str(compiled).lower()}",
@@ -311,6 +312,7 @@ def cascade_rows(device: str, dtype: str, minutes: float, chunks: list[float], t
         try:
             output = run_benchmark(sys.executable, ["benchmarks/cascade_rtf.py", "--config", "alignatt4llm_low",
                                                     "--minutes", str(minutes), "--trained-lengths", *talk,
+                                                    "--thread-per-chunk",
                                                     *[a for s in settings for a in ("--set", s)]], timeout=3600,
                                    echo=True)
         except RuntimeError as error:
@@ -327,6 +329,7 @@ def cascade_rows(device: str, dtype: str, minutes: float, chunks: list[float], t
 def run_phase(name: str, phase, *args) -> list[Row]:
     """The phase's rows, printed as they land; a phase that raises becomes one FAIL row naming the error (its
     traceback on stderr), so the phases after it still run."""
+    began = time.perf_counter()
     try:
         rows = phase(*args)
     except Exception as error:  # noqa: BLE001 (any failure of a phase is a result to report)
@@ -336,6 +339,7 @@ def run_phase(name: str, phase, *args) -> list[Row]:
         free_memory()
     for row in rows:
         print(f"  [{name}] {row.check}: {row.value} {row.target} {row.verdict}".rstrip(), flush=True)
+    print(f"  [{name}] took {time.perf_counter() - began:.0f} s", flush=True)  # for sizing the next lease
     return rows
 
 
@@ -353,6 +357,10 @@ def print_table(rows: list[Row], device: str) -> None:
         print(f"{row.check:<{widths[0]}} | {row.value:<{widths[1]}} | {row.target:<{widths[2]}} | {row.verdict}")
 
 
+# Every phase after the checkpoints are built, in their default order.
+PHASES = ("capture", "speed", "compiled", "vllm", "cascade-compiled", "cascade-uncompiled")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda")
@@ -367,7 +375,12 @@ def main(argv: list[str] | None = None) -> int:
                                                      "(benchmarks/trained_lengths.py --out; default: espeak-ng)")
     parser.add_argument("--hub-cache", type=Path, help="keep the built checkpoints here (default: a temp dir)")
     parser.add_argument("--vllm-python", help="interpreter with a CUDA vLLM (default: $VLLM_PYTHON, .venv-vllm)")
+    parser.add_argument("--phases", default=",".join(PHASES),
+                        help="the phases to run, in this order (a GPU lease is short: put first what matters most)")
     args = parser.parse_args(argv)
+    unknown = set(args.phases.split(",")) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phase(s) {', '.join(sorted(unknown))}: choose from {', '.join(PHASES)}")
     refusal = refuse_without_cuda(args.device)
     if refusal:
         print(refusal, file=sys.stderr)
@@ -380,21 +393,27 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         build_checkpoints(hub_cache, args.narrow, args.device)
         print(f"  built in {time.perf_counter() - began:.0f} s", flush=True)
-        rows = run_phase("capture", capture_rows, args.device, args.tokens)
-        rows += run_phase("speed", speed_rows, args.device, dtype, args.tokens, args.prompts)
-        if args.device.startswith("cuda") or args.compiled_on_cpu:  # (also the cascade's translator, below)
-            rows += run_phase("compiled", speed_rows, args.device, dtype, args.tokens, args.prompts, True)
-        else:
-            rows.append(Row("compiled step rows", "not run on CPU (compiling 42 layers takes minutes here; "
-                                                  "--compiled-on-cpu runs them)"))
-        if args.device.startswith("cuda"):
-            rows += run_phase("vLLM", vllm_rows, args.vllm_python, args.tokens)
-        else:
-            rows.append(Row("vLLM capture", "not run: CUDA only"))
-        if args.cascade_minutes > 0:
-            chunks = [float(chunk) for chunk in args.cascade_chunks.split(",")]
-            rows += run_phase("cascade", cascade_rows, args.device, dtype, args.cascade_minutes, chunks,
-                              args.talk_wav, args.device.startswith("cuda") or args.compiled_on_cpu)
+        on_cuda = args.device.startswith("cuda")
+        chunks = [float(chunk) for chunk in args.cascade_chunks.split(",")]
+        cascade = args.cascade_minutes > 0
+        phases = {
+            "capture": lambda: run_phase("capture", capture_rows, args.device, args.tokens),
+            "speed": lambda: run_phase("speed", speed_rows, args.device, dtype, args.tokens, args.prompts),
+            "compiled": lambda: run_phase("compiled", speed_rows, args.device, dtype, args.tokens, args.prompts, True)
+            if on_cuda or args.compiled_on_cpu else [Row("compiled step rows", "not run on CPU (compiling 42 layers "
+                                                         "takes minutes here; --compiled-on-cpu runs them)")],
+            "vllm": lambda: run_phase("vLLM", vllm_rows, args.vllm_python, args.tokens) if on_cuda
+            else [Row("vLLM capture", "not run: CUDA only")],
+            "cascade-compiled": lambda: run_phase(
+                "cascade", cascade_rows, args.device, dtype, args.cascade_minutes, [(c, True) for c in chunks],
+                args.talk_wav, on_cuda or args.compiled_on_cpu) if cascade else [],
+            "cascade-uncompiled": lambda: run_phase(
+                "cascade", cascade_rows, args.device, dtype, args.cascade_minutes, [(chunks[0], False)],
+                args.talk_wav) if cascade else [],
+        }
+        rows = []
+        for phase in args.phases.split(","):
+            rows += phases[phase]()
     print_table(rows, args.device)
     return 1 if any(row.passed is False for row in rows) else 0
 

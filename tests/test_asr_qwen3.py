@@ -253,6 +253,12 @@ def test_compiled_decoding_gives_the_same_words_compiles_once_and_falls_back_whe
         before = len(calls)
         assert compiled.transcribe(audio, "en") == tiny_recognizer.transcribe(audio, "en")
         assert len(calls) - before == int(fits)
+    # The HTTP server calls from a new thread per request: the step compiled at load serves it too.
+    heard = []
+    thread = threading.Thread(target=lambda: heard.append(compiled.transcribe(sweep, "en")))
+    thread.start()
+    thread.join()
+    assert heard == [tiny_recognizer.transcribe(sweep, "en")]
     assert calls and counters["stats"]["unique_graphs"] == graphs  # compiled at load, never again
 
 

@@ -78,3 +78,16 @@ def test_the_vllm_rows_read_the_graph_engine_against_the_eager_engine(monkeypatc
     assert graphs.verdict == passed
     assert "vLLM capture, eager, vs eager engine" not in rows  # the eager run has nothing to compare with
     assert rows["vLLM tokens/s plain / capture, graphs on"].value.startswith("21.40 / 20.87 (overhead 2.5%)")
+
+
+def test_phases_run_in_the_order_asked_and_an_unknown_phase_is_named():
+    """A short GPU lease runs what matters first (`--phases`); a misspelt phase is refused before anything is built."""
+    refused = run("--phases", "speed,cascade")
+    assert refused.returncode == 2 and "unknown phase(s) cascade" in refused.stderr
+    assert "cascade-uncompiled" in refused.stderr and refused.stdout == ""  # it lists the phases there are
+    result = run("--narrow", "--device", "cpu", "--tokens", "4", "--prompts", "1", "--cascade-minutes", "0.1",
+                 "--phases", "cascade-uncompiled,speed")
+    assert result.returncode in (0, 1), result.stderr[-2000:]
+    landed = [line.split("]")[0].strip(" [") for line in result.stdout.splitlines() if line.startswith("  [")]
+    assert landed and landed[0] == "cascade" and set(landed) == {"cascade", "speed"}  # no capture, compiled, vLLM
+    assert landed.index("speed") > max(i for i, phase in enumerate(landed) if phase == "cascade")

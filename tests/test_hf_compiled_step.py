@@ -119,3 +119,27 @@ def test_model_compile_is_refused_where_it_cannot_run():
 
     with pytest.raises(ConfigError, match="SSBD verifies each draft in one batched forward"):
         build_config(SSBDConfig, {"model_compile": True})
+
+
+def test_a_step_from_another_thread_reuses_the_graph_compiled_at_load(lms):
+    """simulstream's HTTP server handles each request on a new thread (ThreadingHTTPServer): a draft asked from a
+    thread other than the loading one gives the same tokens and rows and compiles nothing new. (On a GPU the step
+    is also a CUDA graph recorded at load; replaying it from other threads is what `make gpu-check`'s cascade rows
+    measure, each chunk on a new thread.)"""
+    import threading
+
+    eager, compiled = lms
+    heads = heads_of(eager)
+    prompt = prompts(eager)[1]
+    reference = eager.session(heads).draft(prompt.token_ids, 10)
+    graphs = counters["stats"]["unique_graphs"]
+    results = []
+    for _ in range(2):  # two fresh threads, each with its own thread-local state
+        thread = threading.Thread(target=lambda: results.append(compiled.session(heads).draft(prompt.token_ids, 10)))
+        thread.start()
+        thread.join()
+    assert len(results) == 2 and all(draft.tokens == reference.tokens for draft in results)
+    for draft in results:
+        torch.testing.assert_close(draft.source_attention(prompt.source_positions),
+                                   reference.source_attention(prompt.source_positions), atol=2e-4, rtol=0)
+    assert counters["stats"]["unique_graphs"] == graphs, "no compilation in a new thread"
