@@ -33,18 +33,23 @@ class AlignAttParams:
     argmax_mass_threshold: tau_argmax in Eq. 6 (0 disables the gate).
     source_mass_threshold: tau_src in Eq. 7 (0 disables the gate).
     median_width: width of the median filter along the source axis (odd, >= 1; 1 disables it).
+    frontier_min_mass: a soft frontier (the reference code's `frontier_min_inaccessible_mass`, 0.03 there on the
+        inaccessible words). A peak at or past the frontier rejects the token only when the head-averaged attention
+        mass on the words at or past it (word >= N_acc + b) is at least this: the z-scored peak can land there on
+        a sliver of the real attention. 0 (default): every such peak rejects.
     """
 
     border: int = 0
     argmax_mass_threshold: float = 0.0
     source_mass_threshold: float = 0.0
     median_width: int = 7
+    frontier_min_mass: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.border, bool) or not isinstance(self.border, (int, np.integer)):
             raise ValueError(f"border must be an integer number of source words, got {self.border!r}")
         _check_median_width(self.median_width)
-        for name in ("argmax_mass_threshold", "source_mass_threshold"):
+        for name in ("argmax_mass_threshold", "source_mass_threshold", "frontier_min_mass"):
             value = getattr(self, name)
             if not np.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value!r}; use 0.0 to disable the gate")
@@ -153,8 +158,9 @@ class DraftScanner:
 
     For token t: the head-averaged row gives the masses; the per-head online z-score of the row, averaged over
     heads and median-filtered, gives the source peak (first index on ties) and its word s_hat_t. Gates, in order:
-    nonfinite (row has NaN/inf), source_frontier (s_hat_t >= N_acc + border), argmax_mass_weak
-    (argmax_mass < tau_argmax), provenance_weak (pi_acc < tau_src). Pushing after a failure is an error.
+    nonfinite (row has NaN/inf), source_frontier (s_hat_t >= N_acc + border, and the mass on the words from there on
+    is at least frontier_min_mass), argmax_mass_weak (argmax_mass < tau_argmax), provenance_weak (pi_acc < tau_src).
+    Pushing after a failure is an error.
     """
 
     def __init__(self, token_word: np.ndarray, accessible_words: int, params: AlignAttParams = AlignAttParams()):
@@ -162,6 +168,8 @@ class DraftScanner:
         self.accessible_words = accessible_words
         self.params = params
         self.accessible_columns = self.token_word < accessible_words
+        self.frontier = accessible_words + params.border  # the first word a peak may not be on
+        self.frontier_columns = self.token_word >= self.frontier
         self.decisions: list[TokenDecision] = []
         self._zscore: OnlineZScore | None = None
 
@@ -206,7 +214,8 @@ class DraftScanner:
         inaccessible_mass = float(mean_row[~self.accessible_columns].sum())
         argmax_mass = float(mean_row[token_word == source_word].sum())
         failure: FailureReason | None = None
-        if source_word >= self.accessible_words + params.border:
+        frontier_mass = float(mean_row[self.frontier_columns].sum())
+        if source_word >= self.frontier and frontier_mass >= params.frontier_min_mass:
             failure = "source_frontier"
         elif argmax_mass < params.argmax_mass_threshold:
             failure = "argmax_mass_weak"

@@ -46,8 +46,10 @@ def reference_scan(rows: np.ndarray, token_word: np.ndarray, accessible_words: i
         accessible = sum(mean_row[s] for s in range(len(token_word)) if token_word[s] < accessible_words)
         inaccessible = sum(mean_row[s] for s in range(len(token_word)) if token_word[s] >= accessible_words)
         argmax_mass = sum(mean_row[s] for s in range(len(token_word)) if token_word[s] == word)
+        frontier = accessible_words + params.border
+        frontier_mass = sum(mean_row[s] for s in range(len(token_word)) if token_word[s] >= frontier)
         failure = None
-        if word >= accessible_words + params.border:
+        if word >= frontier and frontier_mass >= params.frontier_min_mass:
             failure = "source_frontier"
         elif argmax_mass < params.argmax_mass_threshold:
             failure = "argmax_mass_weak"
@@ -206,6 +208,7 @@ def test_border_one_never_fires_with_one_inaccessible_word_and_border_zero_does(
     ({"border": True}, "border"),
     ({"argmax_mass_threshold": float("nan")}, "argmax_mass_threshold"),
     ({"source_mass_threshold": float("inf")}, "source_mass_threshold"),
+    ({"frontier_min_mass": float("nan")}, "frontier_min_mass"),
 ])
 def test_params_validation(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -441,6 +444,7 @@ def random_case(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, 
         argmax_mass_threshold=float(rng.choice([0.0, 0.02, 0.1])),
         source_mass_threshold=float(rng.choice([0.0, 0.05, 0.3])),
         median_width=int(rng.choice([1, 3, 5, 7])),
+        frontier_min_mass=float(rng.choice([0.0, 0.0, 0.03, 0.2])),
     )
     return rows, token_word, int(rng.integers(0, n_words + 1)), params
 
@@ -520,3 +524,18 @@ def test_incremental_scanner_matches_the_batch_scan_and_refuses_to_go_past_a_fai
         if scanner.failed:
             with pytest.raises(RuntimeError, match="already stopped"):
                 scanner.push(rows[0])
+
+
+@pytest.mark.parametrize("tail_mass, rejected", [(0.02, False), (0.05, True)])
+def test_soft_frontier_lets_a_peak_on_a_sliver_of_attention_through(tail_mass: float, rejected: bool) -> None:
+    """Five one-token words, three accessible (border 0). The third token's z-scored peak lands on word 4, where the
+    earlier tokens put nothing: with 0.02 of its mass there the soft frontier (0.03) accepts it, with 0.05 it
+    rejects; without the soft frontier both are rejected."""
+    rows = np.zeros((3, 1, 5))
+    rows[0, 0] = rows[1, 0] = [0.5, 0.3, 0.2, 0.0, 0.0]
+    rows[2, 0] = [0.5, 0.3, 0.2 - tail_mass, 0.0, tail_mass]
+    soft = AlignAttParams(median_width=1, frontier_min_mass=0.03)
+    result = scan_draft(rows, np.arange(5), accessible_words=3, params=soft)
+    assert result.decisions[2].source_word == 4  # the peak is past the frontier either way
+    assert result.accepted_tokens == (2 if rejected else 3)
+    assert scan_draft(rows, np.arange(5), 3, AlignAttParams(median_width=1)).accepted_tokens == 2

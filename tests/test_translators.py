@@ -331,3 +331,11 @@ def test_an_english_target_cuts_talk_about_the_prompts_text_but_not_the_language
     assert usable("I'm sorry, but I don't have the Czech text to translate.") == "I'm sorry, but I don't have the"
     kept = "The Czech Presidency supports the proposal in English and in Czech."
     assert usable(kept) == kept
+
+
+def test_the_soft_frontier_knob_refuses_a_mass_outside_zero_one_and_reaches_the_scan(tiny_lm):
+    with pytest.raises(ConfigError, match="frontier_min_mass is an attention mass in \\[0, 1\\], got 1.5"):
+        build_config(AlignAttConfig, {"model": "embedded", "frontier_min_mass": 1.5})
+    config = build_config(AlignAttConfig, {"model": "embedded", "frontier_min_mass": 0.03, "border": -2})
+    translator = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm))
+    assert translator.params.frontier_min_mass == 0.03 and translator.params.border == -2

@@ -151,6 +151,9 @@ class AlignAttConfig(DraftingConfig):
     argmax_mass_threshold: float = knob(0.0, "tau_argmax: minimum head-averaged mass on the peak word")
     source_mass_threshold: float = knob(0.0, "tau_src: minimum head-averaged mass on accessible source")
     median_width: int = knob(7, "width of the median filter along the source axis (paper: 7)")
+    frontier_min_mass: float = knob(0.0, "soft frontier: a peak at or past the frontier rejects only when the "
+                                         "head-averaged mass on the words from the frontier on is at least this "
+                                         "(reference code: 0.03; 0: every such peak rejects)")
 
     def validate(self) -> None:
         super().validate()
@@ -158,6 +161,9 @@ class AlignAttConfig(DraftingConfig):
             raise ConfigError("top_k_heads must be >= 1")
         if self.median_width < 1 or self.median_width % 2 == 0:
             raise ConfigError(f"median_width must be odd and >= 1, got {self.median_width}")
+        if not 0.0 <= self.frontier_min_mass <= 1.0:
+            raise ConfigError(f"frontier_min_mass is an attention mass in [0, 1], got {self.frontier_min_mass}; "
+                              "0 turns the soft frontier off")
 
 
 @dataclass(frozen=True)

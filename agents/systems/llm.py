@@ -296,6 +296,7 @@ class AlignAttTranslator(LLMTranslator):
             argmax_mass_threshold=config.argmax_mass_threshold,
             source_mass_threshold=config.source_mass_threshold,
             median_width=config.median_width,
+            frontier_min_mass=config.frontier_min_mass,
         )
 
     @classmethod
