@@ -22,8 +22,8 @@ import resource
 import statistics
 import sys
 import tempfile
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import soundfile
@@ -211,23 +211,12 @@ def trained_length_cascade(config: CascadeConfig, spoken) -> CascadeTranslator:
 
 
 def on_thread(call, *args, new_thread: bool):
-    """`call(*args)`, on a new thread if `new_thread` (its exception re-raised here)."""
+    """`call(*args)`, on a new thread if `new_thread` (a one-thread pool made for this call; its exception is
+    re-raised here)."""
     if not new_thread:
         return call(*args)
-    outcome = {}
-
-    def run():
-        try:
-            outcome["value"] = call(*args)
-        except BaseException as error:  # noqa: BLE001 (re-raised on the caller's thread)
-            outcome["error"] = error
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(call, *args).result()
 
 
 def main() -> None:

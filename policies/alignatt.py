@@ -214,8 +214,8 @@ class DraftScanner:
         inaccessible_mass = float(mean_row[~self.accessible_columns].sum())
         argmax_mass = float(mean_row[token_word == source_word].sum())
         failure: FailureReason | None = None
-        frontier_mass = float(mean_row[self.frontier_columns].sum())
-        if source_word >= self.frontier and frontier_mass >= params.frontier_min_mass:
+        # The soft frontier's mass is summed only for a peak at or past the frontier.
+        if source_word >= self.frontier and float(mean_row[self.frontier_columns].sum()) >= params.frontier_min_mass:
             failure = "source_frontier"
         elif argmax_mass < params.argmax_mass_threshold:
             failure = "argmax_mass_weak"
