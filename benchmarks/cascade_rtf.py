@@ -113,9 +113,9 @@ class TimedRecognizer:
         self.recognizer = recognizer
         self.seconds, self.audio_seconds = [], []
 
-    def transcribe(self, audio, language, context=""):
+    def transcribe(self, audio, language, context="", prefix=""):
         began = time.perf_counter()
-        words = self.recognizer.transcribe(audio, language, context)
+        words = self.recognizer.transcribe(audio, language, context, prefix)
         self.seconds.append(time.perf_counter() - began)
         self.audio_seconds.append(len(audio) / SAMPLE_RATE)
         return words

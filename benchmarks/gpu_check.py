@@ -15,7 +15,8 @@ output_attentions: the paper's Fig. 7; again with the compiled decode step, mode
 without capture (benchmarks/vllm_capture.py) with CUDA graphs on (or the backend's clear refusal: capture under graphs
 is unverified) and on an eager engine, and the
 cascade's real-time factor at 0.85 s and 1.5 s chunks with both GPU models (benchmarks/cascade_rtf.py), their
-decode steps compiled (asr_compile, model_compile), and at the first chunk size uncompiled beside it.
+decode steps compiled (asr_compile, model_compile), at the first chunk size also with the recogniser forced to
+continue the words two hypotheses agreed on (asr_forced_prefix), and uncompiled beside them.
 Targets (issue 21): capture <= 1.05x plain and >= 2.5x faster than eager per draft token; vLLM capture overhead
 <= 5% with graphs on; cascade RTF <= 0.5 at 0.85 s chunks.
 Each row is also printed the moment its phase ends, and a phase that fails becomes a FAIL row naming the error
@@ -294,9 +295,10 @@ RTF_TARGETS = {0.85: 0.5}
 
 
 def cascade_rows(device: str, dtype: str, minutes: float, runs: list[tuple[float, bool]], talk_wav: Path | None,
-                 compile_translator: bool = True) -> list[Row]:
+                 compile_translator: bool = True, forced_prefix: bool = False) -> list[Row]:
     """RTF of each (chunk size, compiled) in `runs`: compiled, with the recogniser's and the translator's decode steps
-    compiled (`asr_compile`, `model_compile`); uncompiled, the transformers loops the GPU presets run today. Each
+    compiled (`asr_compile`, `model_compile`); uncompiled, the transformers loops the GPU presets run today. With
+    `forced_prefix`, the recogniser decodes only after the words two hypotheses agreed on (`asr_forced_prefix`). Each
     chunk is fed from a new thread, as simulstream's HTTP server feeds each request, so CUDA graphs recorded at load
     are replayed from threads other than the one that recorded them. Without `compile_translator` (the CPU
     self-test: compiling the translator takes minutes there) only the recogniser's step is compiled."""
@@ -306,9 +308,12 @@ def cascade_rows(device: str, dtype: str, minutes: float, runs: list[tuple[float
         target = RTF_TARGETS.get(chunk) if compiled else None
         settings = [f"speech_chunk_size={chunk}", f"model_device={device}", f"asr_device={device}",
                     f"model_dtype={dtype}", f"asr_dtype={dtype}", f"asr_compile={str(compiled).lower()}",
-                    f"model_compile={str(compiled and compile_translator).lower()}"]
+                    f"model_compile={str(compiled and compile_translator).lower()}",
+                    f"asr_forced_prefix={str(forced_prefix).lower()}"]
         steps = "steps compiled" if compile_translator else "ASR step compiled"
         label = f"cascade RTF, {chunk} s chunks, {steps if compiled else 'uncompiled'}"
+        if forced_prefix:
+            label += ", ASR prefix forced"
         try:
             output = run_benchmark(sys.executable, ["benchmarks/cascade_rtf.py", "--config", "alignatt4llm_low",
                                                     "--minutes", str(minutes), "--trained-lengths", *talk,
@@ -320,8 +325,10 @@ def cascade_rows(device: str, dtype: str, minutes: float, runs: list[tuple[float
             continue
         rtf = float(re.search(r"real-time factor: ([\d.]+)", output).group(1))
         first_last = re.search(r"first minute: ([\d.]+) s; last minute: ([\d.]+) s", output)
+        decoded = re.search(r"([\d.]+) tokens decoded per call", output)
         rows.append(Row(f"{label} ({minutes:g} min talk, trained lengths)",
-                        f"{rtf:.3f} (mean chunk {first_last.group(1)} s first min, {first_last.group(2)} s last)",
+                        f"{rtf:.3f} (mean chunk {first_last.group(1)} s first min, {first_last.group(2)} s last; "
+                        f"ASR {decoded.group(1) if decoded else '?'} tokens/call)",
                         f"<= {target}" if target else "", rtf <= target if target else None))
     return rows
 
@@ -358,7 +365,7 @@ def print_table(rows: list[Row], device: str) -> None:
 
 
 # Every phase after the checkpoints are built, in their default order.
-PHASES = ("capture", "speed", "compiled", "vllm", "cascade-compiled", "cascade-uncompiled")
+PHASES = ("capture", "speed", "compiled", "vllm", "cascade-compiled", "cascade-prefix", "cascade-uncompiled")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -407,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
             "cascade-compiled": lambda: run_phase(
                 "cascade", cascade_rows, args.device, dtype, args.cascade_minutes, [(c, True) for c in chunks],
                 args.talk_wav, on_cuda or args.compiled_on_cpu) if cascade else [],
+            "cascade-prefix": lambda: run_phase(
+                "cascade", cascade_rows, args.device, dtype, args.cascade_minutes, [(chunks[0], True)],
+                args.talk_wav, on_cuda or args.compiled_on_cpu, True) if cascade else [],
             "cascade-uncompiled": lambda: run_phase(
                 "cascade", cascade_rows, args.device, dtype, args.cascade_minutes, [(chunks[0], False)],
                 args.talk_wav) if cascade else [],

@@ -88,15 +88,18 @@ class ReferenceTranscriber:
         self.now = now
         self.decoded_tokens: list[int] = []  # per call: ASR tokens decoded
 
-    def transcribe(self, audio: np.ndarray, language: str, context: str = "") -> list[TimedWord]:
+    forces_prefix = True
+
+    def transcribe(self, audio: np.ndarray, language: str, context: str = "", prefix: str = "") -> list[TimedWord]:
         samples = np.asarray(audio, dtype=np.float32)
         if samples.size == 0 or float(np.max(np.abs(samples))) < SILENCE_PEAK:
             return []  # no model call, as the recogniser it stands in for
         end = self.now()
         heard = words_heard(self.words, end - samples.size / SAMPLE_RATE, end)
         language_name = asr_language_name(language)
-        tokens = asr_tokens(heard)
-        self.recognizer._recognise(samples, language_name, exact_new_tokens=tokens)  # noqa: SLF001 (its cost)
+        tokens = asr_tokens(heard[len(prefix.split()):])  # a forced prefix's words are not decoded
+        self.recognizer._recognise(samples, language_name, exact_new_tokens=tokens,  # noqa: SLF001 (its cost)
+                                   prefix=prefix.strip())
         self.decoded_tokens.append(tokens)
         if heard:
             self.recognizer._align(samples, " ".join(w.text for w in heard), language_name)  # noqa: SLF001

@@ -1,8 +1,10 @@
 """How soon the speech cascade commits a sentence, and how well: one talk through the speech cascade
-(`CascadeTranslator`: recogniser and transcript commit) with no MT, once per `commit_agreement` rule, advanced in turn.
+(`CascadeTranslator`: recogniser and transcript commit) with no MT, once per `commit_agreement` rule and forced-prefix setting
+(`asr_forced_prefix` off, or on with each `asr_prefix_rollback` given), the streams advanced in turn.
 
     python benchmarks/transcript_commit.py --wav TALK.wav --transcripts TALK.txt --lang en
         [--chunk 1.0] [--agreements words sentence_end] [--retranscribe-seconds 0] [--minutes M]
+        [--prefix-rollbacks off 0 2]
 
 Per rule: the WER of the committed transcript against the talk's transcript (all lines joined; lower-cased words,
 punctuation removed), the commit delay (when a sentence was committed, minus the end time of its last word: its
@@ -40,9 +42,9 @@ class TimedRecognizer:
         self.seconds = 0.0
         self.tails: list[float] = []
 
-    def transcribe(self, audio: np.ndarray, language: str, context: str = ""):
+    def transcribe(self, audio: np.ndarray, language: str, context: str = "", prefix: str = ""):
         started = time.perf_counter()
-        words = self.recognizer.transcribe(audio, language, context)
+        words = self.recognizer.transcribe(audio, language, context, prefix)
         self.seconds += time.perf_counter() - started
         self.tails.append(len(audio) / SAMPLE_RATE)
         return words
@@ -70,6 +72,7 @@ class Stream:
 
     def __init__(self, recognizer, config: CascadeConfig):
         self.agreement = config.commit_agreement
+        self.prefix = f"rollback {config.asr_prefix_rollback}" if config.asr_forced_prefix else "off"
         self.recognizer = TimedRecognizer(recognizer)
         self.cascade = CascadeTranslator(self.recognizer, NoTranslation(), config)
         self.committed: list[tuple[float | None, tuple]] = []
@@ -87,6 +90,19 @@ class Stream:
             self.committed += [(at, sentence) for sentence in list(self.cascade.committed_sentences)[-new:]]
 
 
+def prefix_setting(value: str) -> int | None:
+    """`--prefix-rollbacks` item: "off" (None) or a rollback in words."""
+    if value == "off":
+        return None
+    try:
+        rollback = int(value)
+    except ValueError:
+        rollback = -1
+    if rollback < 0:
+        raise argparse.ArgumentTypeError(f"expected off or a word count >= 0, got {value!r}")
+    return rollback
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wav", required=True, type=Path, help="the talk, 16 kHz mono")
@@ -99,6 +115,9 @@ def main() -> None:
     parser.add_argument("--retranscribe-seconds", type=float, default=0.0)
     parser.add_argument("--max-tail-seconds", type=float, default=20.0)
     parser.add_argument("--min-start-seconds", type=float, default=2.0)
+    parser.add_argument("--prefix-rollbacks", nargs="+", default=["off"], type=prefix_setting,
+                        help="off (the recogniser decodes the whole tail) and/or asr_prefix_rollback values with "
+                             "asr_forced_prefix on")
     parser.add_argument("--minutes", type=float, default=0.0, help="only the talk's first minutes (0: all); the "
                                                                    "WER then compares against the whole transcript")
     args = parser.parse_args()
@@ -110,11 +129,13 @@ def main() -> None:
     recognizer = load_recognizer(args.asr, args.asr_model)
     streams = []
     for agreement in args.agreements:
-        config = CascadeConfig(model="unused", source_lang=args.lang, min_start_seconds=args.min_start_seconds,
-                               max_tail_seconds=args.max_tail_seconds, commit_agreement=agreement,
-                               retranscribe_seconds=args.retranscribe_seconds)
-        config.validate_speech()
-        streams.append(Stream(recognizer, config))
+        for rollback in args.prefix_rollbacks:
+            config = CascadeConfig(model="unused", source_lang=args.lang, min_start_seconds=args.min_start_seconds,
+                                   max_tail_seconds=args.max_tail_seconds, commit_agreement=agreement,
+                                   retranscribe_seconds=args.retranscribe_seconds,
+                                   asr_forced_prefix=rollback is not None, asr_prefix_rollback=rollback or 0)
+            config.validate_speech()
+            streams.append(Stream(recognizer, config))
     print(f"talk: {args.wav.name}, {len(audio) / SAMPLE_RATE / 60:.1f} min; chunk {args.chunk} s; "
           f"retranscribe_seconds {args.retranscribe_seconds}")
     print(cpu_summary())
@@ -123,12 +144,13 @@ def main() -> None:
         for stream in streams:
             stream.feed(None if start is None else audio[start:start + step])
 
-    print(f"{'commit_agreement':>16} | {'WER':>6} | sentences | delay mean / median | mean tail | recogniser")
+    print(f"{'commit_agreement':>16} | {'forced prefix':>13} | {'WER':>6} | sentences | delay mean / median | "
+          f"mean tail | recogniser")
     for stream in streams:
         words = normalise_words(" ".join(w.text for _, sentence in stream.committed for w in sentence))
         delays = [at - sentence[-1].end_time for at, sentence in stream.committed if at is not None]
         wer = 100 * word_errors(words, reference) / max(1, len(reference))
-        print(f"{stream.agreement:>16} | {wer:5.1f}% | {len(stream.committed):9d} | "
+        print(f"{stream.agreement:>16} | {stream.prefix:>13} | {wer:5.1f}% | {len(stream.committed):9d} | "
               f"{np.mean(delays):6.2f} s / {np.median(delays):5.2f} s | {np.mean(stream.recognizer.tails):7.1f} s | "
               f"{stream.recognizer.seconds:8.1f} s")
 

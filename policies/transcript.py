@@ -169,6 +169,7 @@ class TranscriptStabilizer:
     def reset(self) -> None:
         self.tail_start = 0.0
         self.previous: list[TimedWord] = []  # the last hypothesis after the frozen words, on the tail's time base
+        self.previous_agreed = 0  # its leading words the hypothesis before it agreed on (still in the tail audio)
         self.frozen: list[SourceWord] = []  # agreed live words whose audio is cut (absolute end times)
         self.live_start = 0.0  # where the uncommitted speech begins (== tail_start while nothing is frozen)
 
@@ -176,6 +177,16 @@ class TranscriptStabilizer:
     def context(self) -> str:
         """What was said just before the tail audio and is not re-transcribed: the frozen words, as text."""
         return " ".join(word.text for word in self.frozen)
+
+    def forced_prefix(self, rollback_words: int) -> str:
+        """How the next hypothesis of the tail may be forced to start (`SpeechRecognizer.transcribe`'s `prefix`):
+        the tail's words the last two hypotheses agree on, less the last `rollback_words` of them, which the
+        recogniser may still revise (Qwen3-ASR's own streaming forces its previous output less 5 tokens; these
+        words are agreed ones only, so forcing them never turns a word into an agreed one)."""
+        if rollback_words < 0:
+            raise ValueError(f"rollback_words must be >= 0, got {rollback_words}")
+        forced = self.previous[: max(0, self.previous_agreed - rollback_words)]
+        return " ".join(word.text for word in forced)
 
     def update(self, hypothesis: Sequence[TimedWord], tail_seconds: float, final: bool = False) -> TranscriptUpdate:
         """Take the hypothesis of the current tail (times relative to the tail, `tail_seconds` long) and commit.
@@ -243,6 +254,7 @@ class TranscriptStabilizer:
                 cut = self._cut_point(rest, freeze)
                 rest, agreed_rest = rest[freeze:], agreed_rest - freeze
         self.previous = [TimedWord(w.text, w.start - cut, w.end - cut) for w in rest]
+        self.previous_agreed = 0 if final else agreed_rest
         self.tail_start += cut
         live = (*self.frozen, *(self._absolute(word) for word in self.previous))
         sentences = tuple(tuple(sentence) for sentence in split_sentences(committed))

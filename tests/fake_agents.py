@@ -174,11 +174,13 @@ class TimelineRecognizer(SpeechRecognizer):
         self.period_seconds = period_seconds
         self.calls = 0
         self.contexts: list[str] = []  # every non-empty `context` it was given
+        self.prefixes: list[str] = []  # every `prefix` it was given, empty ones too
 
-    def transcribe(self, audio, language, context=""):
+    def transcribe(self, audio, language, context="", prefix=""):
         self.calls += 1
         if context:
             self.contexts.append(context)
+        self.prefixes.append(prefix)
         if len(audio) == 0:
             return []
         start = round(float(audio[0]) * SCALE) / RATE

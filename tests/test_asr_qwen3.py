@@ -158,6 +158,33 @@ def test_tiny_random_transcribe_is_deterministic_and_thread_safe(tiny_recognizer
     assert results == [first, first]
 
 
+def test_tiny_random_forcing_the_models_own_first_tokens_gives_its_own_transcript(tiny_recognizer, sweep):
+    """A forced prefix is what greedy decoding would have written first: the transcript is then exactly the
+    unforced one (the prefix's tokens count against the audio's budget); a prefix the model would not write is kept
+    as forced, and the aligner times every word of it."""
+    import torch
+
+    from backends.asr.qwen3 import max_new_tokens_for
+
+    processor, tokenizer = tiny_recognizer.asr_processor, tiny_recognizer.asr_processor.tokenizer
+    inputs = processor.apply_transcription_request(audio=sweep, language="English")
+    with torch.inference_mode():
+        output = tiny_recognizer.asr_model.generate(**inputs, do_sample=False, num_beams=1,
+                                                    max_new_tokens=max_new_tokens_for(sweep.size))
+    own = output[0, inputs["input_ids"].shape[1]:].tolist()
+    unforced = tiny_recognizer._recognise(sweep, "English")
+    # Prefixes that a tokenizer round trip gives back as the same tokens (a random model also writes pieces of
+    # characters, which text cannot carry).
+    lengths = [n for n in range(1, 12) if tokenizer(tokenizer.decode(own[:n]), add_special_tokens=False)["input_ids"]
+               == own[:n]]
+    assert len(lengths) >= 3, "too few round-tripping prefixes to test with"
+    for n in lengths:
+        assert tiny_recognizer._recognise(sweep, "English", prefix=tokenizer.decode(own[:n])) == unforced, n
+    words = tiny_recognizer.transcribe(sweep, "en", prefix="hello world")
+    assert [w.text for w in words[:2]] == ["hello", "world"] or words[1].text.startswith("world"), words
+    assert_well_formed(words, SECONDS)
+
+
 @pytest.mark.parametrize("language", ["zh", "cs"])  # an aligner language with CJK; an ASR-only language
 def test_tiny_random_transcribe_in_other_languages(tiny_recognizer, sweep, language):
     assert_well_formed(tiny_recognizer.transcribe(sweep, language), SECONDS)

@@ -105,6 +105,29 @@ def test_context_continues_the_sentence_without_transcribing_it_again(whisper):
     assert whisper.transcribe(speech, "en", context="The city will build")[0].text.islower()
 
 
+def test_forced_prefix_is_kept_and_only_what_follows_is_decoded(whisper, speech):
+    """The cascade's agreed words come back as `prefix`: the fitted window forces them after the task tokens, so the
+    transcript starts with them even where Whisper would have heard otherwise ("The town" for "The city"), the
+    rest is still transcribed, and every word (the prefix's too) is timed by one alignment. The padded path cannot
+    time forced words and ignores the prefix."""
+    words = whisper.transcribe(speech, "en")
+    if not whisper.forces_prefix:
+        assert whisper.window == "padded"
+        assert whisper.transcribe(speech, "en", prefix="The town will") == words
+        return
+    own = " ".join(w.text for w in words[:4])
+    forced = whisper.transcribe(speech, "en", prefix=own)
+    assert [w.text for w in forced[:3]] == [w.text for w in words[:3]] and forced[3].text.startswith(words[3].text)
+    assert max(abs(a.end - b.end) for a, b in zip(words, forced)) < 0.2, (words, forced)
+    told = whisper.transcribe(speech, "en", prefix="The town will")
+    text = [w.text.lower().strip(".,") for w in told]
+    assert text[:3] == ["the", "town", "will"] and "schools" in text and "year" in text, told
+    duration = len(speech) / 16_000
+    assert all(0 <= w.start <= w.end <= duration for w in told)
+    assert all(a.end <= b.start + 1e-6 for a, b in zip(told, told[1:]))
+    assert told[0].end > 0.5  # the forced words are timed on the audio, after the leading silence
+
+
 def test_silence_and_empty_audio_give_no_words(whisper):
     assert whisper.transcribe(np.zeros(3 * 16_000, np.float32), "en") == []
     assert whisper.transcribe(np.zeros(0, np.float32), "en") == []

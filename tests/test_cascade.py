@@ -221,7 +221,7 @@ def test_fake_asr_live_steps_never_close_a_sentence_the_speaker_has_not_finished
 class WhisperWindowRecognizer(TimelineRecognizer):
     """The scripted recogniser with Whisper's limit: audio longer than 30 s is refused, as the real one does."""
 
-    def transcribe(self, audio, language, context=""):
+    def transcribe(self, audio, language, context="", prefix=""):
         if len(audio) > 30 * RATE:
             raise RuntimeError(f"{len(audio) / RATE:.1f} s of audio is longer than Whisper's 30 s window")
         return super().transcribe(audio, language, context)
@@ -249,7 +249,7 @@ class SilentAtTheEndRecognizer(TimelineRecognizer):
 
     final = False
 
-    def transcribe(self, audio, language, context=""):
+    def transcribe(self, audio, language, context="", prefix=""):
         return [] if self.final else super().transcribe(audio, language, context)
 
 
@@ -374,6 +374,36 @@ def test_fake_asr_frozen_words_shorten_the_audio_but_stay_in_the_sentence(tiny_l
     assert translator.translator.steps[-1].final and translator.transcript == " ".join(sentence)
 
 
+def test_fake_asr_forced_prefix_is_what_two_hypotheses_agreed_on_less_the_rollback(tiny_lm):
+    """asr_forced_prefix: each call gets the tail's words the last two hypotheses agreed on, less the rollback,
+    and the talk is committed and translated as without it (this fake recogniser hears the same words anyway)."""
+    transcripts, prefixes = {}, {}
+    for forced in (False, True):
+        config = CascadeConfig(model="unused", border=1, median_width=3, final_max_new_tokens=12, max_new_tokens=6,
+                               asr_forced_prefix=forced, asr_prefix_rollback=1)
+        recognizer = TimelineRecognizer()
+        translator = CascadeTranslator(recognizer, AlignAttTranslator(tiny_lm, config, HeadSet(((0, 0), (1, 1)))),
+                                       config)
+        run(translator, seconds=8.0)
+        transcripts[forced] = translator.transcript
+        prefixes[forced] = recognizer.prefixes
+    assert transcripts[True] == transcripts[False]
+    assert not any(prefixes[False])
+    forced = [prefix for prefix in prefixes[True] if prefix]
+    assert len(forced) >= 3, prefixes[True]
+    spoken = " ".join(text for text, _, _ in TIMELINE)
+    assert all(f" {prefix} " in f" {spoken} " for prefix in forced), forced
+    assert prefixes[True][0] == ""  # the first call has nothing agreed
+
+
+def test_forced_prefix_knobs_are_checked():
+    CascadeConfig(model="unused", asr_forced_prefix=True).validate()
+    with pytest.raises(ConfigError, match="asr_window: fitted"):
+        CascadeConfig(model="unused", asr_forced_prefix=True, asr_window="padded").validate()
+    with pytest.raises(ConfigError, match="asr_prefix_rollback"):
+        CascadeConfig(model="unused", asr_prefix_rollback=-1).validate()
+
+
 def test_fake_asr_commit_agreement_reaches_the_transcript_commit_and_is_checked(tiny_lm):
     from common.config import ConfigError
 
@@ -401,7 +431,7 @@ class SlowTimelineRecognizer(TimelineRecognizer):
         super().__init__()
         self.clock, self.cost, self.tails = clock, cost, []
 
-    def transcribe(self, audio, language, context=""):
+    def transcribe(self, audio, language, context="", prefix=""):
         self.clock.seconds += self.cost
         self.tails.append(len(audio) / RATE)
         return super().transcribe(audio, language, context)

@@ -384,7 +384,7 @@ class ScriptedRecognizerFake:
     def __init__(self, answers: list[list[str]]):
         self.answers, self.heard = list(answers), []
 
-    def transcribe(self, audio, language, context=""):
+    def transcribe(self, audio, language, context="", prefix=""):
         from common.stream import TimedWord
 
         self.heard.append((len(audio) / SAMPLE_RATE, language, context))
@@ -447,3 +447,46 @@ def test_offline_cascade_is_refused_for_a_text_agent_and_for_an_agent_without_re
     assert offline.main(["--agent", "agents.alignatt4llm:TextAgent", "--segments", str(talks["segments"]),
                          "--source-lang", "en", "--target-lang", "de", "--out", str(tmp_path / "o.txt")]) == 2
     assert "--segments needs a speech cascade agent" in capsys.readouterr().err
+
+
+def test_fake_synthesis_two_evaluations_building_one_mcif_speech_set_at_once_both_get_it(tmp_path, monkeypatch):
+    """Two `simulagents eval` commands started together both find the synthetic set missing and build it: each in
+    its own staging folder (they once shared one, and the slower crashed reading a file the faster had moved away).
+    The synthesis is faked (a slow writer of the set's files); the rename race is the real code's."""
+    import threading
+    import time
+
+    from common.datasets import MCIFLine
+
+    lines = [MCIFLine(i, i, talk, 0.5 + 3 * i, 2.5, src, ref)
+             for i, (talk, src, ref) in enumerate(zip(["t1", "t1", "t2", "t2"], SOURCES, REFERENCES))]
+    monkeypatch.setattr(data, "mcif_lines", lambda *args, **kwargs: lines)
+    started = threading.Barrier(2)
+
+    def slow_synthesis(sources, segments, out_dir, progress=None):
+        started.wait(timeout=10)  # both builders are inside before either finishes
+        out_dir.mkdir(parents=True)
+        for wav in dict.fromkeys(segment["wav"] for segment in segments):
+            soundfile.write(str(out_dir / wav), np.zeros(SAMPLE_RATE * 15, np.float32), SAMPLE_RATE)
+            time.sleep(0.05)
+        (out_dir / "wavs.txt").write_text("".join(f"{out_dir / w}\n" for w in ("t1.wav", "t2.wav")))
+        (out_dir / "audio-segments.yaml").write_text(yaml.safe_dump(segments))
+
+    monkeypatch.setattr(data, "synthesize_long_form", slow_synthesis)
+    results, errors = [], []
+
+    def build():
+        try:
+            results.append(data.mcif_speech_set("de", "calibration", tmp_path))
+        except Exception as error:  # noqa: BLE001 (reported below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert len(results) == 2 and results[0].segments == results[1].segments
+    assert results[0].segments.is_file() and len(results[0].segment_entries) == 4
+    assert [p.name for p in tmp_path.iterdir()] == [results[0].segments.parent.name]  # no staging folder left

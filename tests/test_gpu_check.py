@@ -37,10 +37,14 @@ def test_the_whole_check_runs_on_cpu_at_tiny_widths_and_prints_one_table():
     speeds = [float(table[name][0].split()[0]) for name in table if name.startswith("ms/draft token")]
     assert len(speeds) == 3 and all(speed > 0 for speed in speeds)
     cascade = [name for name in table if name.startswith("cascade RTF")]
-    assert len(cascade) == 3 and all(re.match(r"\d+\.\d+ \(mean chunk", table[name][0]) for name in cascade)
+    assert len(cascade) == 4 and all(re.match(r"\d+\.\d+ \(mean chunk", table[name][0]) for name in cascade)
     assert [name.split(" (")[0] for name in cascade] == [  # each chunk size compiled, the first also uncompiled
         "cascade RTF, 0.85 s chunks, ASR step compiled", "cascade RTF, 1.5 s chunks, ASR step compiled",
+        "cascade RTF, 0.85 s chunks, ASR step compiled, ASR prefix forced",
         "cascade RTF, 0.85 s chunks, uncompiled"]  # (on a GPU the translator's step is compiled too)
+    tokens = {name: float(re.search(r"ASR ([\d.]+) tokens/call", table[name][0]).group(1)) for name in cascade}
+    # The forced prefix leaves the recogniser only the words after what two hypotheses agreed on.
+    assert tokens[cascade[2]] < tokens[cascade[0]], tokens
     assert "    > trained lengths: recogniser decodes" in result.stdout
     assert table["vLLM capture"][0].startswith("not run")
     assert table["compiled step rows"][0].startswith("not run on CPU")  # minutes of compiling; --compiled-on-cpu

@@ -317,3 +317,43 @@ def test_a_looping_hypothesis_is_cut_before_the_second_copy():
                              ).committed_sentences != ()
     # A phrase said twice in a row by a person (two words, twice) is no loop.
     assert len(TranscriptStabilizer().update(timed("thank you, thank you. We start"), 3.0).live_words) == 6
+
+
+def test_forced_prefix_is_the_agreed_tail_words_less_the_rollback():
+    stabilizer = TranscriptStabilizer()
+    assert stabilizer.forced_prefix(0) == ""  # nothing heard yet
+    stabilizer.update(timed("the city will build"), 2.0)
+    assert stabilizer.forced_prefix(0) == ""  # one hypothesis: nothing agreed yet
+    stabilizer.update(timed("the city will build three new"), 3.0)
+    assert stabilizer.forced_prefix(0) == "the city will build"
+    assert stabilizer.forced_prefix(2) == "the city"
+    assert stabilizer.forced_prefix(9) == ""
+    # A revision shrinks the agreement, and with it the prefix: only words two hypotheses share are forced.
+    stabilizer.update(timed("the city will built three new schools"), 3.5)
+    assert stabilizer.forced_prefix(1) == "the city"
+    with pytest.raises(ValueError, match="rollback_words"):
+        stabilizer.forced_prefix(-1)
+
+
+def test_forced_prefix_holds_only_words_still_in_the_tail_audio():
+    stabilizer = TranscriptStabilizer()
+    words = [TimedWord("One.", 0.0, 1.0), TimedWord("Two", 1.4, 2.0), TimedWord("three", 2.0, 2.5),
+             TimedWord("four", 2.5, 2.9)]
+    stabilizer.update(words, 3.0)
+    update = stabilizer.update(words, 3.0)
+    assert [w.text for w in update.committed_sentences[0]] == ["One."]  # its audio is cut from the tail
+    assert stabilizer.forced_prefix(1) == "Two three"
+    stabilizer.update([], 3.0, final=True)
+    assert stabilizer.forced_prefix(0) == ""  # a final update commits everything
+
+
+def test_forced_prefix_leaves_frozen_words_to_the_context():
+    stabilizer = TranscriptStabilizer(retranscribe_seconds=2.0)
+    hypothesis = paused("we will now build three new schools and two")
+    stabilizer.update(hypothesis, 5.4)
+    stabilizer.update(hypothesis, 5.4)
+    assert stabilizer.frozen, "the agreed words far behind the tail's end are frozen"
+    frozen = stabilizer.context.split()
+    prefix = stabilizer.forced_prefix(0).split()
+    assert frozen + prefix == [w.text for w in hypothesis][: len(frozen) + len(prefix)]
+    assert prefix and prefix[0] == hypothesis[len(frozen)].text

@@ -111,7 +111,11 @@ class CascadeTranslator(SpeechStreamingTranslator):
     def _advance(self, final: bool) -> Emission:
         hypothesis = []
         if len(self.tail):
-            hypothesis = self.recognizer.transcribe(self.tail, self.config.source_lang, self.stabilizer.context)
+            prefix = ""
+            if self.config.asr_forced_prefix:
+                prefix = self.stabilizer.forced_prefix(self.config.asr_prefix_rollback)
+            hypothesis = self.recognizer.transcribe(self.tail, self.config.source_lang, self.stabilizer.context,
+                                                    prefix=prefix)
         update = self.stabilizer.update(hypothesis, len(self.tail) / self.SAMPLE_RATE, final=final)
         self.tail = self.tail[int(round(update.cut_seconds * self.SAMPLE_RATE)):]
         self.live_words = update.live_words

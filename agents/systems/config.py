@@ -204,6 +204,11 @@ class SpeechCascadeKnobs:
     asr_window: str = knob("fitted", "what Whisper's encoder sees (whisper only): fitted (the speech plus 2 s, "
                                      "2.4x cheaper and no worse on the calibration talk) or padded (30 s, "
                                      "faster-whisper's own path)")
+    asr_forced_prefix: bool = knob(False, "force the tail's words two hypotheses agreed on (less the last "
+                                          "asr_prefix_rollback) as the recogniser's first tokens, so it decodes only "
+                                          "what follows (Qwen3-ASR's own streaming mode; whisper: fitted window only)")
+    asr_prefix_rollback: int = knob(2, "with asr_forced_prefix: the last agreed words left free for the recogniser "
+                                       "to revise")
     source_frontier: str = knob("time", "which live words the translator reads: time (all, those that ended "
                                         "hold_back before now accessible) or agreement (only the words two "
                                         "consecutive hypotheses agree on: whisper_streaming's LocalAgreement-2)")
@@ -241,6 +246,11 @@ class SpeechCascadeKnobs:
         if self.asr_compile and self.asr != "qwen3":
             raise ConfigError(f"asr_compile compiles Qwen3-ASR's decode; asr {self.asr!r} has no such step "
                               f"(set asr: qwen3, or asr_compile: false)")
+        if self.asr_forced_prefix and self.asr == "whisper" and self.asr_window != "fitted":
+            raise ConfigError("asr_forced_prefix forces Whisper's prefix on the fitted window only (the padded path "
+                              "times the prefix's words wrongly); set asr_window: fitted, or asr_forced_prefix: false")
+        if self.asr_prefix_rollback < 0:
+            raise ConfigError(f"asr_prefix_rollback counts words, >= 0; got {self.asr_prefix_rollback}")
         if self.asr == "qwen3" and not self.aligner_model:
             raise ConfigError("asr: qwen3 needs aligner_model (e.g. a local Qwen3-ForcedAligner-0.6B directory)")
         if self.source_frontier not in ("time", "agreement"):

@@ -19,13 +19,18 @@ class SpeechRecognizer(ABC):
     """Stateless across calls, so one loaded recogniser may serve several streams (threads) at once."""
 
     @abstractmethod
-    def transcribe(self, audio: np.ndarray, language: str, context: str = "") -> list[TimedWord]:
+    def transcribe(self, audio: np.ndarray, language: str, context: str = "", prefix: str = "") -> list[TimedWord]:
         """Transcribe `audio` (1-D float32 at 16 kHz, at most ~30 s) in `language` (ISO 639-1 code, e.g. "en").
 
         Words come in order with non-decreasing times within [0, len(audio) / 16000]; empty for silence. `context`
         is what was said just before the audio (words the caller has already fixed); a recogniser that can condition
-        on preceding text does, and none transcribes it again.
+        on preceding text does, and none transcribes it again. `prefix` is how the transcript of this audio is known
+        to start (words two hypotheses agreed on): a recogniser that can force its decoder's first tokens
+        (`forces_prefix`) decodes only what follows them, and its words start with the prefix's (the last of them
+        may be continued), timed again with the rest; one that cannot ignores it.
         """
+
+    forces_prefix: bool = False  # whether `transcribe` decodes after a forced `prefix` (else it ignores it)
 
 
 def merge_word_pieces(pieces: list[tuple[str, float, float]]) -> list[TimedWord]:

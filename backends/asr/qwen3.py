@@ -45,6 +45,7 @@ SILENCE_PEAK = 1e-4  # audio whose samples all stay below this (-80 dBFS) is dig
 BASE_NEW_TOKENS = 32
 NEW_TOKENS_PER_SECOND = 20
 MAX_NEW_TOKENS = 512
+MIN_NEW_TOKENS = 8  # after a forced prefix: room for the words that follow it, whatever the prefix took
 # A compiled recogniser's static cache: the prompt of 30 s of audio (about 41 + 13 tokens per second: 431) plus the
 # largest budget.
 COMPILED_CACHE_TOKENS = 1024
@@ -89,28 +90,44 @@ class Qwen3Recognizer(SpeechRecognizer):
             compiled=compiled,
         )
 
-    def transcribe(self, audio: np.ndarray, language: str, context: str = "") -> list[TimedWord]:
-        """See `SpeechRecognizer.transcribe`. `context` is not used: the audio alone is transcribed."""
+    forces_prefix = True
+
+    def transcribe(self, audio: np.ndarray, language: str, context: str = "", prefix: str = "") -> list[TimedWord]:
+        """See `SpeechRecognizer.transcribe`. `context` is not used: the audio alone is transcribed. `prefix` is
+        forced after the prompt's "language <NAME><asr_text>" (how Qwen3-ASR's own streaming mode continues its
+        previous output); the aligner times the whole transcript."""
         language_name = asr_language_name(language)
         samples = _mono_samples(audio)
         if samples.size == 0 or float(np.max(np.abs(samples))) < SILENCE_PEAK:
             return []
-        transcript = self._recognise(samples, language_name)
+        transcript = self._recognise(samples, language_name, prefix=prefix.strip())
         words = transcript.split()
         if not words:
             return []
         aligned = self._align(samples, transcript, language_name)
         return attach_times(words, aligned, duration=samples.size / SAMPLE_RATE)
 
-    def _recognise(self, samples: np.ndarray, language_name: str, exact_new_tokens: int | None = None) -> str:
-        """The transcript of `samples` (greedy), in `language_name`. `exact_new_tokens` decodes exactly that many
-        tokens, end-of-sequence suppressed before (benchmarks/trained_lengths.py: random weights doing a trained
-        model's work)."""
+    def _recognise(self, samples: np.ndarray, language_name: str, exact_new_tokens: int | None = None,
+                   prefix: str = "") -> str:
+        """The transcript of `samples` (greedy), in `language_name`: `prefix` (forced) and the tokens decoded after
+        it. `exact_new_tokens` decodes exactly that many tokens, end-of-sequence suppressed before
+        (benchmarks/trained_lengths.py: random weights doing a trained model's work)."""
         with self._tokenizer_lock:
-            inputs = self.asr_processor.apply_transcription_request(audio=samples, language=language_name)
+            if prefix:
+                # The processor's own prompt as text (the audio placeholders unexpanded), the prefix after it, then
+                # the processor's call on both: what `apply_transcription_request` does, with the prefix added.
+                prompt = self.asr_processor.apply_transcription_request(
+                    audio=samples, language=language_name, tokenize=False)[0]
+                inputs = self.asr_processor(text=[prompt + prefix], audio=[samples], return_tensors="pt")
+                forced_tokens = len(self.asr_processor.tokenizer(prefix, add_special_tokens=False)["input_ids"])
+            else:
+                forced_tokens = 0
+                inputs = self.asr_processor.apply_transcription_request(audio=samples, language=language_name)
         inputs = inputs.to(self.asr_model.device, self.asr_model.dtype)
         prompt_length = inputs["input_ids"].shape[1]
-        budget = {"max_new_tokens": max_new_tokens_for(samples.size)} if exact_new_tokens is None else {
+        # The audio's budget covers the whole transcript, the forced prefix's tokens included.
+        budget = {"max_new_tokens": max(MIN_NEW_TOKENS, max_new_tokens_for(samples.size) - forced_tokens)} \
+            if exact_new_tokens is None else {
             "min_new_tokens": exact_new_tokens, "max_new_tokens": exact_new_tokens}
         generate = self.asr_model.generate
         if self._compiled is not None and self._compiled.fits(prompt_length, budget["max_new_tokens"]):
@@ -118,7 +135,10 @@ class Qwen3Recognizer(SpeechRecognizer):
         with torch.inference_mode():
             output = generate(**inputs, do_sample=False, num_beams=1, **budget)
         with self._tokenizer_lock:
-            return self.asr_processor.decode(output[:, prompt_length:], return_format="transcription_only")[0]
+            # What `decode(..., return_format="transcription_only")` does, on the prefix and the decoded tokens
+            # together (so its strip and repetition fix see the whole transcript).
+            decoded = self.asr_processor.decode(output[:, prompt_length:], skip_special_tokens=True)[0]
+            return self.asr_processor.extract_transcription([prefix + decoded])[0]
 
     def _align(self, samples: np.ndarray, transcript: str, language_name: str) -> list[tuple[str, float, float]]:
         """The aligner's words of `transcript` (punctuation removed, CJK one character each) with start and end

@@ -154,9 +154,15 @@ class WhisperRecognizer(SpeechRecognizer):
             raise RecognizerError(f"Whisper cannot transcribe language {language!r}; supported: "
                                   f"{', '.join(sorted(self.languages))}")
 
-    def transcribe(self, audio: np.ndarray, language: str, context: str = "") -> list[TimedWord]:
+    @property
+    def forces_prefix(self) -> bool:
+        """The fitted window forces `prefix` (faster-whisper's padded path would time the prefix's words wrongly)."""
+        return self.window == "fitted"
+
+    def transcribe(self, audio: np.ndarray, language: str, context: str = "", prefix: str = "") -> list[TimedWord]:
         """See `SpeechRecognizer.transcribe`; `context` (its last MAX_CONTEXT_CHARACTERS) is the decoder's previous
-        text, as Whisper's `initial_prompt`."""
+        text, as Whisper's `initial_prompt`; `prefix` (fitted window only) is forced after the task tokens, as
+        Whisper's `prefix`, and every word, the prefix's included, is timed by one alignment."""
         self.check_language(language)
         duration = len(audio) / SAMPLE_RATE
         if duration > MAX_AUDIO_SECONDS:
@@ -166,7 +172,7 @@ class WhisperRecognizer(SpeechRecognizer):
         audio = np.ascontiguousarray(audio, dtype=np.float32)
         context = context_words(context)
         if self.window == "fitted":
-            pieces = self._fitted(audio, language, context)
+            pieces = self._fitted(audio, language, context, prefix.strip())
         else:
             pieces = self._padded(audio, language, context)
         words = merge_word_pieces(pieces)
@@ -181,9 +187,10 @@ class WhisperRecognizer(SpeechRecognizer):
         )
         return [(word.word, float(word.start), float(word.end)) for segment in segments for word in segment.words]
 
-    def _fitted(self, audio: np.ndarray, language: str, context: str) -> list[tuple[str, float, float]]:
+    def _fitted(self, audio: np.ndarray, language: str, context: str, prefix: str = "") -> list[tuple[str, float, float]]:
         """VAD as the padded path (silences of 500 ms or more removed, times mapped back), one encoder pass over
-        the speech plus FITTED_WINDOW_MARGIN_SECONDS, greedy decoding, word times by cross-attention alignment."""
+        the speech plus FITTED_WINDOW_MARGIN_SECONDS, greedy decoding after the forced `prefix`, word times of the
+        prefix and the decoded tokens together by cross-attention alignment."""
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_suppressed_tokens, merge_punctuations
         from faster_whisper.vad import SpeechTimestampsMap, VadOptions, collect_chunks, get_speech_timestamps
@@ -203,12 +210,15 @@ class WhisperRecognizer(SpeechRecognizer):
         tokenizer = Tokenizer(self.model.hf_tokenizer, multilingual, task="transcribe",
                               language=language if multilingual else None)
         previous = tokenizer.encode(" " + context) if context else []
-        prompt = self.model.get_prompt(tokenizer, previous, without_timestamps=True)
+        forced = tokenizer.encode(" " + prefix) if prefix else []
+        prompt = self.model.get_prompt(tokenizer, previous, without_timestamps=True) + forced
         budget = MAX_TOKENS_PER_SECOND * content_frames // FRAMES_PER_SECOND + 8
         result = self.model.model.generate(
-            encoded, [prompt], beam_size=1, suppress_blank=True, suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
-            max_length=generation_max_length(budget, len(prompt), self.model.max_length),
+            encoded, [prompt], beam_size=1, suppress_blank=not forced,
+            suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
+            max_length=generation_max_length(max(8, budget - len(forced)), len(prompt), self.model.max_length),
         )
+        # CTranslate2 returns the forced tokens too: the sequence after the task tokens.
         tokens = [token for token in result[0].sequences_ids[0] if token < tokenizer.eot]
         if not tokens:
             return []
