@@ -262,6 +262,7 @@ def test_unknown_dtype_is_a_clear_error(tiny_pair):
 
 def test_compiled_decoding_gives_the_same_words_compiles_once_and_falls_back_when_a_call_does_not_fit(
         tiny_pair, tiny_recognizer, sweep, monkeypatch):
+    import torch
     from torch._dynamo.utils import counters
 
     from backends.asr import qwen3
@@ -282,7 +283,12 @@ def test_compiled_decoding_gives_the_same_words_compiles_once_and_falls_back_whe
         assert len(calls) - before == int(fits)
     # The HTTP server calls from a new thread per request: the step compiled at load serves it too.
     heard = []
-    thread = threading.Thread(target=lambda: heard.append(compiled.transcribe(sweep, "en")))
+
+    def transcribe_in_a_new_thread():  # with a CPU thread count unlike the loading thread's (see pin_cpu_threads)
+        torch.set_num_threads(13)  # no loading thread here had 13
+        heard.append(compiled.transcribe(sweep, "en"))
+
+    thread = threading.Thread(target=transcribe_in_a_new_thread)
     thread.start()
     thread.join()
     assert heard == [tiny_recognizer.transcribe(sweep, "en")]

@@ -123,7 +123,8 @@ def test_model_compile_is_refused_where_it_cannot_run():
 
 def test_a_step_from_another_thread_reuses_the_graph_compiled_at_load(lms):
     """simulstream's HTTP server handles each request on a new thread (ThreadingHTTPServer): a draft asked from a
-    thread other than the loading one gives the same tokens and rows and compiles nothing new. (On a GPU the step
+    thread other than the loading one, with another CPU thread count, gives the same tokens and rows and compiles
+    nothing new. (On a GPU the step
     is also a CUDA graph recorded at load; replaying it from other threads is what `make gpu-check`'s cascade rows
     measure, each chunk on a new thread.)"""
     import threading
@@ -133,9 +134,17 @@ def test_a_step_from_another_thread_reuses_the_graph_compiled_at_load(lms):
     prompt = prompts(eager)[1]
     reference = eager.session(heads).draft(prompt.token_ids, 10)
     graphs = counters["stats"]["unique_graphs"]
-    results = []
+    results, counts = [], []
+
+    def draft_in_a_new_thread():
+        # A new thread's CPU thread count is OMP_NUM_THREADS or all cores, whatever the loading thread's was set to
+        # (CTranslate2's Whisper sets it there): a count unlike the one compiled under, which the step must restore.
+        torch.set_num_threads(13)  # no loading thread here had 13
+        results.append(compiled.session(heads).draft(prompt.token_ids, 10))
+        counts.append(torch.get_num_threads())
+
     for _ in range(2):  # two fresh threads, each with its own thread-local state
-        thread = threading.Thread(target=lambda: results.append(compiled.session(heads).draft(prompt.token_ids, 10)))
+        thread = threading.Thread(target=draft_in_a_new_thread)
         thread.start()
         thread.join()
     assert len(results) == 2 and all(draft.tokens == reference.tokens for draft in results)
@@ -143,3 +152,4 @@ def test_a_step_from_another_thread_reuses_the_graph_compiled_at_load(lms):
         torch.testing.assert_close(draft.source_attention(prompt.source_positions),
                                    reference.source_attention(prompt.source_positions), atol=2e-4, rtol=0)
     assert counters["stats"]["unique_graphs"] == graphs, "no compilation in a new thread"
+    assert counts == [compiled.compiled_step.cpu_threads] * 2  # the count it was compiled under

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import threading
 
+import torch
+
+from backends.hf.compiled_step import pin_cpu_threads
+
 
 class CompiledDecoder:
     """Decodes for `model` (a transformers generation model whose text decoder compiles without graph breaks) into a
@@ -21,6 +25,7 @@ class CompiledDecoder:
         self.compile_config = CompileConfig(fullgraph=True, dynamic=False)
         self.compile_config._compile_all_devices = True  # noqa: SLF001 (a CPU compiles too: the tests do)
         self._lock = threading.Lock()
+        self.cpu_threads = torch.get_num_threads()  # the loading thread's, where the step is compiled
 
     def fits(self, prompt_tokens: int, max_new_tokens: int) -> bool:
         """Whether a call with this prompt and budget fits the static cache (else decode it uncompiled)."""
@@ -29,5 +34,6 @@ class CompiledDecoder:
     def generate(self, **kwargs):
         """`model.generate(**kwargs)` into the static cache, with the compiled step."""
         with self._lock:
+            pin_cpu_threads(self.cpu_threads)
             self.cache.reset()
             return self.model.generate(**kwargs, past_key_values=self.cache, compile_config=self.compile_config)

@@ -31,6 +31,16 @@ def static_cache(model, positions: int) -> Cache:
         return Cache(layers=[StaticLayer(positions) for _ in range(model.config.get_text_config().num_hidden_layers)])
 
 
+def pin_cpu_threads(threads: int) -> None:
+    """Run the calling thread's CPU ops on `threads` intra-op threads, the count a graph was compiled under.
+
+    With OpenMP the count is per thread: a new thread starts from OMP_NUM_THREADS (or all cores) whatever the loading
+    thread was set to (CTranslate2's Whisper sets it to its `cpu_threads` there), and torch.compile guards on it, so
+    a compiled step first called from a new thread (simulstream's HTTP server: one per request) compiled again."""
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
 class CompiledStep:
     """`model`'s forward of one token into a static cache, compiled without graph breaks and with fixed shapes, so
     that one graph serves every session and prompt length. Steps are serialised (a CUDA graph is one buffer set)."""
@@ -40,6 +50,7 @@ class CompiledStep:
         mode = "reduce-overhead" if self.device.type == "cuda" else None  # CUDA graphs where launches cost
         self._forward = torch.compile(model.forward, fullgraph=True, dynamic=False, mode=mode)
         self._lock = threading.Lock()
+        self.cpu_threads = torch.get_num_threads()  # the loading thread's, where the step is compiled
 
     @torch.inference_mode()
     def warm_up(self, model, steps: int = 3) -> None:
@@ -54,5 +65,6 @@ class CompiledStep:
         """Logits [vocab] after feeding `token` at the cache's next position (a copy: a graph's outputs are reused)."""
         input_ids = torch.tensor([[token]], dtype=torch.long, device=self.device)
         with self._lock:
+            pin_cpu_threads(self.cpu_threads)
             output = self._forward(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
             return output.logits[0, -1].clone()
