@@ -1,6 +1,6 @@
 """How soon the speech cascade commits a sentence, and how well: one talk through the speech cascade
-(`CascadeTranslator`: recogniser and transcript commit) with no MT, once per `commit_agreement` rule and forced-prefix setting
-(`asr_forced_prefix` off, or on with each `asr_prefix_rollback` given), the streams advanced in turn.
+(`CascadeTranslator`: recogniser and transcript commit) with no MT, once per `commit_agreement` rule and
+forced-prefix setting (`asr_forced_prefix` off, or on with each `asr_prefix_rollback` given), advanced in turn.
 
     python benchmarks/transcript_commit.py --wav TALK.wav --transcripts TALK.txt --lang en
         [--chunk 1.0] [--agreements words sentence_end] [--retranscribe-seconds 0] [--minutes M]
@@ -94,13 +94,9 @@ def prefix_setting(value: str) -> int | None:
     """`--prefix-rollbacks` item: "off" (None) or a rollback in words."""
     if value == "off":
         return None
-    try:
-        rollback = int(value)
-    except ValueError:
-        rollback = -1
-    if rollback < 0:
+    if not value.isdigit():
         raise argparse.ArgumentTypeError(f"expected off or a word count >= 0, got {value!r}")
-    return rollback
+    return int(value)
 
 
 def main() -> None:

@@ -465,7 +465,7 @@ def test_fake_synthesis_two_evaluations_building_one_mcif_speech_set_at_once_bot
 
     def slow_synthesis(sources, segments, out_dir, progress=None):
         started.wait(timeout=10)  # both builders are inside before either finishes
-        out_dir.mkdir(parents=True)
+        out_dir.mkdir(parents=True, exist_ok=True)  # as synthesize_long_form: the folder may already exist
         for wav in dict.fromkeys(segment["wav"] for segment in segments):
             soundfile.write(str(out_dir / wav), np.zeros(SAMPLE_RATE * 15, np.float32), SAMPLE_RATE)
             time.sleep(0.05)

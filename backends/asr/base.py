@@ -9,6 +9,7 @@ import numpy as np
 from common.stream import TimedWord
 
 SAMPLE_RATE = 16_000
+MIN_NEW_TOKENS_AFTER_PREFIX = 8  # room for the words after a forced prefix, whatever the prefix took
 
 
 class RecognizerError(RuntimeError):
@@ -31,6 +32,12 @@ class SpeechRecognizer(ABC):
         """
 
     forces_prefix: bool = False  # whether `transcribe` decodes after a forced `prefix` (else it ignores it)
+
+
+def new_tokens_after_prefix(budget: int, forced_tokens: int) -> int:
+    """A recogniser's decoding budget once `forced_tokens` of the transcript are forced: the audio's `budget` covers
+    the whole transcript, the prefix included, but leaves at least MIN_NEW_TOKENS_AFTER_PREFIX."""
+    return max(MIN_NEW_TOKENS_AFTER_PREFIX, budget - forced_tokens)
 
 
 def merge_word_pieces(pieces: list[tuple[str, float, float]]) -> list[TimedWord]:

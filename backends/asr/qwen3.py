@@ -14,7 +14,7 @@ from types import MappingProxyType
 import numpy as np
 import torch
 
-from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer
+from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer, new_tokens_after_prefix
 from backends.models import DTYPES  # the dtypes every torch backend accepts by name
 from backends.sources import local_snapshot
 from common.stream import TimedWord
@@ -45,7 +45,6 @@ SILENCE_PEAK = 1e-4  # audio whose samples all stay below this (-80 dBFS) is dig
 BASE_NEW_TOKENS = 32
 NEW_TOKENS_PER_SECOND = 20
 MAX_NEW_TOKENS = 512
-MIN_NEW_TOKENS = 8  # after a forced prefix: room for the words that follow it, whatever the prefix took
 # A compiled recogniser's static cache: the prompt of 30 s of audio (about 41 + 13 tokens per second: 431) plus the
 # largest budget.
 COMPILED_CACHE_TOKENS = 1024
@@ -125,8 +124,7 @@ class Qwen3Recognizer(SpeechRecognizer):
                 inputs = self.asr_processor.apply_transcription_request(audio=samples, language=language_name)
         inputs = inputs.to(self.asr_model.device, self.asr_model.dtype)
         prompt_length = inputs["input_ids"].shape[1]
-        # The audio's budget covers the whole transcript, the forced prefix's tokens included.
-        budget = {"max_new_tokens": max(MIN_NEW_TOKENS, max_new_tokens_for(samples.size) - forced_tokens)} \
+        budget = {"max_new_tokens": new_tokens_after_prefix(max_new_tokens_for(samples.size), forced_tokens)} \
             if exact_new_tokens is None else {
             "min_new_tokens": exact_new_tokens, "max_new_tokens": exact_new_tokens}
         generate = self.asr_model.generate

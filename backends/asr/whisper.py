@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from backends.asr import WHISPER_WINDOWS
-from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer, merge_word_pieces
+from backends.asr.base import (SAMPLE_RATE, RecognizerError, SpeechRecognizer, merge_word_pieces,
+                               new_tokens_after_prefix)
 from backends.sources import cache_dir, concatenate_parts, replace_directory, staged_directory
 from common.stream import TimedWord
 
@@ -187,7 +188,7 @@ class WhisperRecognizer(SpeechRecognizer):
         )
         return [(word.word, float(word.start), float(word.end)) for segment in segments for word in segment.words]
 
-    def _fitted(self, audio: np.ndarray, language: str, context: str, prefix: str = "") -> list[tuple[str, float, float]]:
+    def _fitted(self, audio: np.ndarray, language: str, context: str, prefix: str) -> list[tuple[str, float, float]]:
         """VAD as the padded path (silences of 500 ms or more removed, times mapped back), one encoder pass over
         the speech plus FITTED_WINDOW_MARGIN_SECONDS, greedy decoding after the forced `prefix`, word times of the
         prefix and the decoded tokens together by cross-attention alignment."""
@@ -216,7 +217,8 @@ class WhisperRecognizer(SpeechRecognizer):
         result = self.model.model.generate(
             encoded, [prompt], beam_size=1, suppress_blank=not forced,
             suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
-            max_length=generation_max_length(max(8, budget - len(forced)), len(prompt), self.model.max_length),
+            max_length=generation_max_length(new_tokens_after_prefix(budget, len(forced)), len(prompt),
+                                             self.model.max_length),
         )
         # CTranslate2 returns the forced tokens too: the sequence after the task tokens.
         tokens = [token for token in result[0].sequences_ids[0] if token < tokenizer.eot]
