@@ -1,5 +1,5 @@
 """Which part of a live ASR transcript is stable: two consecutive hypotheses of the audio tail must agree, and the
-agreed words are committed up to their last sentence end (or forcibly once the tail grows too long).
+agreed words are committed up to their last sentence end (or forcibly once a sentence runs on too long).
 
 The recogniser re-transcribes only the uncommitted tail; committing cuts the tail, so each chunk's ASR cost stays
 bounded however long the talk. Word times come back on the stream's absolute time base.
@@ -146,6 +146,13 @@ class TranscriptStabilizer:
     is cut, so the recogniser re-transcribes at most about R seconds at each chunk and gets the frozen words as
     `context` instead (whisper_streaming's prompt of committed text). R = 0 freezes nothing.
 
+    The tail's audio stays under `max_tail_seconds`: past it, while no sentence end can be committed, the words that
+    ended before its last half are frozen the same way, agreed or not, so a long sentence stays one translation
+    segment (committing its first part would end that segment where the translator had already read ten seconds
+    further, and the next segment would translate those words again). A sentence that runs on past
+    `max_sentence_seconds` without an end is committed without one at the words two hypotheses agree on, about as far
+    as the translator has read.
+
     `commit_agreement` says what two hypotheses must agree on before a sentence is committed: "words" (every word up
     to its end, as written: LocalAgreement-2) or "sentence_end" (that, or just the sentence end: a sentence end in
     both at the same time, within SENTENCE_END_TOLERANCE seconds; the latest hypothesis' words up to it are
@@ -154,11 +161,13 @@ class TranscriptStabilizer:
     """
 
     def __init__(self, max_tail_seconds: float = 20.0, retranscribe_seconds: float = 0.0,
-                 commit_agreement: str = "words"):
+                 commit_agreement: str = "words", max_sentence_seconds: float = 60.0):
         if commit_agreement not in COMMIT_AGREEMENTS:
             raise ValueError(f"commit_agreement must be one of {', '.join(COMMIT_AGREEMENTS)}, got {commit_agreement!r}")
-        if not max_tail_seconds > 0:
-            raise ValueError(f"max_tail_seconds must be > 0, got {max_tail_seconds}")
+        if not max_tail_seconds > 0 or not max_sentence_seconds > 0:
+            raise ValueError(f"max_tail_seconds and max_sentence_seconds must be > 0, got {max_tail_seconds} and "
+                             f"{max_sentence_seconds}")
+        self.max_sentence_seconds = max_sentence_seconds
         if retranscribe_seconds < 0:
             raise ValueError(f"retranscribe_seconds must be >= 0 (0: off), got {retranscribe_seconds}")
         self.max_tail_seconds = max_tail_seconds
@@ -193,10 +202,12 @@ class TranscriptStabilizer:
 
         Committed: every sentence the previous and current hypotheses agree on (frozen words count as agreed), up
         to its end, once a next word follows it; with `final`, all words (the previous hypothesis' when this one is
-        empty). When the live audio spans more than `max_tail_seconds` and nothing could be committed, the words
-        ending before the last half of that span are committed without a sentence end, and when there are none the
-        audio before the first word (at most up to that point) is cut, so the tail cannot grow forever, whether or
-        not anything is said. Then, with `retranscribe_seconds`, agreed words are frozen as described above.
+        empty). When nothing could be committed: a live sentence spanning more than `max_sentence_seconds` is
+        committed up to its agreed words; a tail longer than `max_tail_seconds` has the words ending before its last
+        half frozen (committed, when no word follows them: the speaker stopped), and when there are none the audio
+        before the first word (at most up to that point) is cut, so the tail cannot grow forever, whether or not
+        anything is said. Then, with `retranscribe_seconds`, agreed
+        words are frozen as described above.
 
         A hypothesis that loops (a phrase repeated as `policies.degenerate.loop_start` defines it: recognisers
         repeat the last phrase when their budget outlasts the speech) is cut before the second copy.
@@ -211,6 +222,7 @@ class TranscriptStabilizer:
         frozen = len(self.frozen)
         words = [*self.frozen, *(self._absolute(word) for word in hypothesis)]
         cut = 0.0
+        forced_freeze = 0  # tail words frozen because the tail is too long
         if final:
             commit = len(words)
             agreed_words = len(hypothesis)
@@ -225,15 +237,21 @@ class TranscriptStabilizer:
                 boundary = agreed_sentence_end(self.previous, hypothesis[:-1], SENTENCE_END_TOLERANCE)
                 commit = max(commit, frozen + boundary if boundary else 0)
             now = self.tail_start + tail_seconds
-            if commit == 0 and now - self.live_start > self.max_tail_seconds:
-                keep_from = now - self.max_tail_seconds / 2  # absolute
-                commit = sum(1 for word in words if word.end_time <= keep_from)
-                if commit == 0:
+            if commit == 0 and now - self.live_start > self.max_sentence_seconds:
+                commit = agreed  # the translator has read about this far: its next segment starts after it
+            if commit == 0 and tail_seconds > self.max_tail_seconds:
+                keep_from = tail_seconds - self.max_tail_seconds / 2  # on the tail's time base
+                early = sum(1 for word in hypothesis if word.end <= keep_from)
+                if early == 0:
                     # Nothing was said in the first part of the tail (applause, music, silence): drop that audio up
                     # to the first word heard, so the tail stays bounded even when no word is ever committed.
-                    cut = max(0.0, min([keep_from - self.tail_start] + [word.start for word in hypothesis[:1]]))
-                    if cut <= 0 and words:  # a first "word" spanning the whole first part: commit it anyway
-                        commit = 1
+                    cut = max(0.0, min([keep_from] + [word.start for word in hypothesis[:1]]))
+                    if cut <= 0 and hypothesis:  # a first "word" spanning the whole first part: take it anyway
+                        early = 1
+                if early and early == len(hypothesis):
+                    commit = len(words)  # the speaker stopped: the translator has read them all, end the sentence
+                else:
+                    forced_freeze = early  # speech goes on: the sentence stays one translation segment
         committed = words[:commit]
         committed_in_tail = max(0, commit - frozen)  # committed words whose audio is still in the tail
         if committed_in_tail:
@@ -245,14 +263,15 @@ class TranscriptStabilizer:
             self.live_start = self.tail_start + cut if committed_in_tail else committed[-1].end_time
         elif cut:
             self.live_start = self.tail_start + cut
-        if not final and self.retranscribe_seconds and tail_seconds - cut > self.retranscribe_seconds:
+        freeze = forced_freeze
+        if not freeze and not final and self.retranscribe_seconds and tail_seconds - cut > self.retranscribe_seconds:
             freeze_until = tail_seconds - self.retranscribe_seconds / 2
             # Never the hypothesis' last word (it may be cut off), and the cut in a pause.
             freeze = frozen_word_count(rest, agreed_rest, freeze_until, FREEZE_MIN_PAUSE)
-            if freeze:
-                self.frozen += [self._absolute(word) for word in rest[:freeze]]
-                cut = self._cut_point(rest, freeze)
-                rest, agreed_rest = rest[freeze:], agreed_rest - freeze
+        if freeze:
+            self.frozen += [self._absolute(word) for word in rest[:freeze]]
+            cut = self._cut_point(rest, freeze)
+            rest, agreed_rest = rest[freeze:], max(0, agreed_rest - freeze)
         self.previous = [TimedWord(w.text, w.start - cut, w.end - cut) for w in rest]
         self.previous_agreed = 0 if final else agreed_rest
         self.tail_start += cut

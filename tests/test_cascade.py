@@ -244,6 +244,29 @@ def test_fake_asr_long_non_speech_inside_a_talk_keeps_the_tail_bounded(tiny_lm):
     assert translator.transcript.split() == [w for w, _, _ in TIMELINE + late]
 
 
+def test_fake_asr_a_sentence_longer_than_the_tail_limit_is_translated_as_one_segment(tiny_lm):
+    """A 16 s sentence with a 6 s tail limit: the recogniser's audio stays bounded, and the sentence reaches the
+    translator as one segment (a forced commit of its first part ended the segment where the translator had read
+    further, and the next one translated those words again: 2 of 34 sentences of an MCIF evaluation talk)."""
+    long_sentence = [(f"w{i}", 0.2 + 0.5 * i, 0.6 + 0.5 * i) for i in range(31)] + [("end.", 15.7, 16.1)]
+    timeline = long_sentence + [(w, s + 16.5, e + 16.5) for w, s, e in TIMELINE[5:]]
+    config = CascadeConfig(model="unused", border=0, median_width=3, final_max_new_tokens=12, max_new_tokens=6,
+                           min_start_seconds=0.0, max_tail_seconds=6.0)
+    translator = CascadeTranslator(TimelineRecognizer(timeline),
+                                   AlignAttTranslator(tiny_lm, config, HeadSet(((0, 0), (1, 1)))), config)
+    longest, most_frozen = 0.0, 0
+    audio, step = timeline_audio(22.0), int(1.0 * RATE)
+    for start in range(0, len(audio), step):
+        translator.feed_audio(audio[start:start + step])
+        longest = max(longest, len(translator.tail) / RATE)
+        most_frozen = max(most_frozen, len(translator.stabilizer.frozen))
+    translator.flush()
+    assert longest <= config.max_tail_seconds + 1.0
+    assert most_frozen >= 10  # the limit was reached: words left the audio and stayed in the sentence
+    assert [[w.text for w in s] for s in translator.committed_sentences] == [
+        [w for w, _, _ in long_sentence], [w for w, _, _ in TIMELINE[5:]]]
+
+
 class SilentAtTheEndRecognizer(TimelineRecognizer):
     """The scripted recogniser, except that the end-of-stream call hears nothing (a short, quiet last chunk)."""
 
@@ -488,3 +511,11 @@ def test_max_lag_seconds_is_checked():
 
     with pytest.raises(ConfigError, match="max_lag_seconds must be >= 0"):
         build_config(CascadeConfig, {"model": "unused", "max_lag_seconds": -1})
+
+
+def test_max_sentence_seconds_below_the_tail_limit_is_refused():
+    from common.config import build_config
+
+    with pytest.raises(ConfigError, match="max_sentence_seconds .* must be at least max_tail_seconds"):
+        build_config(CascadeConfig, {"model": "unused", "max_tail_seconds": 20, "max_sentence_seconds": 10})
+    assert build_config(CascadeConfig, {"model": "unused", "max_sentence_seconds": 20}).max_sentence_seconds == 20

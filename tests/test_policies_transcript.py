@@ -144,16 +144,54 @@ def test_final_commits_everything_split_into_sentences():
     assert update.live_words == ()
 
 
-def test_a_tail_longer_than_the_limit_is_committed_without_a_sentence_end():
+def test_a_tail_longer_than_the_limit_freezes_its_first_half_and_keeps_the_sentence_open():
+    """Speech goes on past max_tail_seconds without a sentence end: the words of the tail's first half leave the audio
+    but stay in the sentence being translated, so the translator's segment is not ended where it has already read
+    further (a forced commit there made the next segment translate those words again)."""
     stabilizer = TranscriptStabilizer(max_tail_seconds=10.0)
     words = timed(" ".join(f"w{i}" for i in range(24)))  # 12 s, no sentence end, nothing agreed yet
     update = stabilizer.update(words, 12.0)
-    committed = [w for s in update.committed_sentences for w in s]
-    assert committed and all(w.end_time <= 12.0 - 5.0 for w in committed)  # the last half of the limit stays live
-    assert len(committed) + len(update.live_words) == 24
-    assert update.cut_seconds == pytest.approx(committed[-1].end_time)
+    assert update.committed_sentences == ()
+    assert [w.text for w in stabilizer.frozen] == [f"w{i}" for i in range(14)]  # ended by 12 - 10 / 2 = 7 s
+    assert all(w.end_time <= 7.0 for w in stabilizer.frozen)
+    assert [w.text for w in update.live_words] == [w.text for w in words]
+    assert update.cut_seconds == pytest.approx(7.0)
+    assert stabilizer.context == " ".join(f"w{i}" for i in range(14))
+    # The sentence ends later: it is committed whole, frozen words first.
+    rest = timed("w14 w15 w16 w17 w18 w19 w20 w21 w22 w23 end. Next", start=0.0)
+    stabilizer.update(rest, 6.0)
+    update = stabilizer.update(rest, 6.0)
+    assert [[w.text for w in s] for s in update.committed_sentences] == [[*(f"w{i}" for i in range(24)), "end."]]
 
 
+def test_a_tail_whose_speaker_stopped_is_committed_without_a_sentence_end():
+    """No word in the tail's last half: the translator has read every word, so the sentence ends there."""
+    stabilizer = TranscriptStabilizer(max_tail_seconds=10.0)
+    words = timed("we stopped right here", step=0.5)  # 2 s of words, then silence
+    update = stabilizer.update(words, 12.0)
+    assert [[w.text for w in s] for s in update.committed_sentences] == [["we", "stopped", "right", "here"]]
+    assert stabilizer.frozen == [] and update.live_words == ()
+
+
+def test_a_sentence_longer_than_its_limit_is_committed_at_its_agreed_words():
+    """A sentence that never ends (a recogniser that writes no full stop): past max_sentence_seconds it is committed
+    up to the words the last two hypotheses agree on, the translator's own reading position, not ten seconds
+    behind it."""
+    stabilizer = TranscriptStabilizer(max_tail_seconds=10.0, max_sentence_seconds=30.0)
+    words = [f"w{i}" for i in range(80)]
+    committed: list[list[str]] = []
+    for chunk in range(1, 41):  # 40 s, a word every 0.5 s, 1 s chunks
+        spoken = float(chunk)
+        heard = [TimedWord(w, i * 0.5 - stabilizer.tail_start, i * 0.5 + 0.4 - stabilizer.tail_start)
+                 for i, w in enumerate(words[: int(spoken / 0.5)]) if i * 0.5 >= stabilizer.tail_start - 1e-9]
+        update = stabilizer.update(heard, spoken - stabilizer.tail_start)
+        committed += [[w.text for w in s] for s in update.committed_sentences]
+        assert spoken - stabilizer.tail_start <= 10.0 + 1.0  # the recogniser's audio
+        assert spoken - stabilizer.live_start <= 30.0 + 1.0  # the translator's sentence
+    assert len(committed) == 1
+    # Committed once the sentence passed 30 s (at 31 s, 62 words heard), up to what both hypotheses agreed on: all
+    # but the newest words, which the last chunk brought.
+    assert committed[0] == words[:60]
 def test_live_sentence_drops_an_unconfirmed_full_stop():
     live = tuple(TranscriptStabilizer().update(timed("The price rose."), 2.0).live_words)
     assert [w.text for w in TranscriptUpdate((), live, 0.0).live_sentence] == ["The", "price", "rose"]
@@ -276,10 +314,10 @@ def test_a_final_update_commits_the_frozen_words_too():
     assert [w.text for s in update.committed_sentences for w in s] == text.split()
 
 
-def test_the_tail_limit_counts_the_frozen_part_of_a_sentence():
-    """A sentence that never ends: freezing keeps the audio short, and max_tail_seconds still bounds the live
-    sentence by committing the words of its first part."""
-    stabilizer = TranscriptStabilizer(max_tail_seconds=10.0, retranscribe_seconds=4.0)
+def test_the_sentence_limit_counts_the_frozen_part_of_a_sentence():
+    """A sentence that never ends: freezing keeps the audio short, and max_sentence_seconds still bounds the live
+    sentence by committing its agreed words."""
+    stabilizer = TranscriptStabilizer(max_tail_seconds=10.0, retranscribe_seconds=4.0, max_sentence_seconds=12.0)
     words = [f"w{i}" for i in range(60)]
     spoken, committed, longest_tail = 0.0, [], 0.0
     for chunk in range(1, 31):  # 30 s, a 0.15 s word every 0.5 s (pauses of 0.35 s), 1 s chunks
@@ -289,7 +327,7 @@ def test_the_tail_limit_counts_the_frozen_part_of_a_sentence():
         update = stabilizer.update(heard, spoken - stabilizer.tail_start)
         committed += [w.text for s in update.committed_sentences for w in s]
         longest_tail = max(longest_tail, spoken - stabilizer.tail_start)
-        assert spoken - stabilizer.live_start <= 10.0 + 1.0
+        assert spoken - stabilizer.live_start <= 12.0 + 1.0
     assert longest_tail <= 4.0 + 1.0
     assert committed and committed == words[: len(committed)]
 

@@ -215,8 +215,11 @@ class SpeechCascadeKnobs:
     hold_back: float = knob(0.25, "seconds: a source word is accessible once it ended at least this long before "
                                   "the audio received so far (paper: 0.25; the official runs used 0)")
     min_start_seconds: float = knob(2.0, "no ASR or MT before this much audio has arrived (seconds)")
-    max_tail_seconds: float = knob(20.0, "uncommitted audio kept for re-transcription; past this, words are "
-                                         "committed without a sentence end so each chunk's cost stays bounded")
+    max_tail_seconds: float = knob(20.0, "audio kept for re-transcription; past this, the words of its first half "
+                                         "are frozen (kept in the sentence being translated, no longer "
+                                         "re-transcribed) so each chunk's cost stays bounded")
+    max_sentence_seconds: float = knob(60.0, "a sentence running on this long without an end is committed without "
+                                             "one, at the words two hypotheses agree on, so a prompt stays bounded")
     retranscribe_seconds: float = knob(0.0, "shorten a tail longer than this before its sentence ends: agreed "
                                             "words that ended more than half of it before now are frozen (kept, "
                                             "no longer re-transcribed, given to the recogniser as context); 0: off")
@@ -260,6 +263,9 @@ class SpeechCascadeKnobs:
         if not 0 < self.max_tail_seconds <= 28:
             raise ConfigError(f"max_tail_seconds must be in (0, 28] (recognisers see at most 30 s), got "
                               f"{self.max_tail_seconds}")
+        if not self.max_sentence_seconds >= self.max_tail_seconds:
+            raise ConfigError(f"max_sentence_seconds ({self.max_sentence_seconds}) must be at least max_tail_seconds "
+                              f"({self.max_tail_seconds}): a sentence spans at least the audio kept of it")
         if self.commit_agreement not in COMMIT_AGREEMENTS:
             raise ConfigError(f"commit_agreement must be one of {', '.join(COMMIT_AGREEMENTS)}, got "
                               f"{self.commit_agreement!r}")
