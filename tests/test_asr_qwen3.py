@@ -293,6 +293,8 @@ def test_compiled_decoding_gives_the_same_words_compiles_once_and_falls_back_whe
     thread.join()
     assert heard == [tiny_recognizer.transcribe(sweep, "en")]
     assert calls and counters["stats"]["unique_graphs"] == graphs  # compiled at load, never again
+    # Decoded on the step's own thread (CUDA graphs are kept per thread: backends.hf.compiled_step.StepThread).
+    assert compiled._compiled.thread._ident not in (None, thread.ident, threading.get_ident())
 
 
 def test_asr_compile_is_refused_for_a_recogniser_without_the_step():

@@ -121,12 +121,12 @@ def test_model_compile_is_refused_where_it_cannot_run():
         build_config(SSBDConfig, {"model_compile": True})
 
 
-def test_a_step_from_another_thread_reuses_the_graph_compiled_at_load(lms):
+def test_a_step_from_another_thread_reuses_the_graph_compiled_at_load(lms, monkeypatch):
     """simulstream's HTTP server handles each request on a new thread (ThreadingHTTPServer): a draft asked from a
-    thread other than the loading one, with another CPU thread count, gives the same tokens and rows and compiles
-    nothing new. (On a GPU the step
-    is also a CUDA graph recorded at load; replaying it from other threads is what `make gpu-check`'s cascade rows
-    measure, each chunk on a new thread.)"""
+    thread other than the loading one, with another CPU thread count, gives the same tokens and rows, compiles
+    nothing new, and runs its compiled steps on the step's own thread with the count it was compiled under. (On a
+    GPU the step is also a CUDA graph, which torch.compile keeps per thread: `compiled_step.StepThread`; `make
+    gpu-check`'s cascade rows feed each chunk from a new thread.)"""
     import threading
 
     eager, compiled = lms
@@ -134,14 +134,17 @@ def test_a_step_from_another_thread_reuses_the_graph_compiled_at_load(lms):
     prompt = prompts(eager)[1]
     reference = eager.session(heads).draft(prompt.token_ids, 10)
     graphs = counters["stats"]["unique_graphs"]
-    results, counts = [], []
+    results, callers, steps = [], [], []  # steps: (thread, CPU thread count) of every compiled step
+    forward = compiled.compiled_step._forward
+    monkeypatch.setattr(compiled.compiled_step, "_forward", lambda **kwargs: steps.append(
+        (threading.get_ident(), torch.get_num_threads())) or forward(**kwargs))
 
     def draft_in_a_new_thread():
         # A new thread's CPU thread count is OMP_NUM_THREADS or all cores, whatever the loading thread's was set to
-        # (CTranslate2's Whisper sets it there): a count unlike the one compiled under, which the step must restore.
+        # (CTranslate2's Whisper sets it there): a count unlike the one compiled under.
         torch.set_num_threads(13)  # no loading thread here had 13
+        callers.append(threading.get_ident())
         results.append(compiled.session(heads).draft(prompt.token_ids, 10))
-        counts.append(torch.get_num_threads())
 
     for _ in range(2):  # two fresh threads, each with its own thread-local state
         thread = threading.Thread(target=draft_in_a_new_thread)
@@ -152,4 +155,35 @@ def test_a_step_from_another_thread_reuses_the_graph_compiled_at_load(lms):
         torch.testing.assert_close(draft.source_attention(prompt.source_positions),
                                    reference.source_attention(prompt.source_positions), atol=2e-4, rtol=0)
     assert counters["stats"]["unique_graphs"] == graphs, "no compilation in a new thread"
-    assert counts == [compiled.compiled_step.cpu_threads] * 2  # the count it was compiled under
+    assert len(steps) >= 2 * 9 and len(set(steps)) == 1  # every step on one thread, with one CPU thread count
+    (step_thread, step_count), = set(steps)
+    assert step_thread not in callers and step_thread != threading.get_ident()
+    assert step_count == compiled.compiled_step.cpu_threads  # the loading thread's count
+
+
+def test_step_thread_runs_every_call_on_one_thread_in_the_callers_mode():
+    """The mechanism alone: calls from any thread run on one thread, in the caller's grad and inference mode, a call
+    from the step's own thread runs at once (no deadlock), and an error reaches the caller."""
+    import threading
+
+    step_thread = compiled_step.StepThread("test-step")
+    seen = []
+
+    def where():
+        seen.append((threading.get_ident(), torch.is_inference_mode_enabled(), torch.is_grad_enabled()))
+        return len(seen)
+
+    with torch.inference_mode():
+        step_thread.run(where)
+    with torch.no_grad():
+        step_thread.run(where)
+    step_thread.run(where)
+    thread = threading.Thread(target=lambda: step_thread.run(where))
+    thread.start()
+    thread.join()
+    assert step_thread.run(lambda: step_thread.run(where)) == 5  # nested: runs on the step's thread directly
+    assert len({ident for ident, _, _ in seen}) == 1 and seen[0][0] != threading.get_ident()
+    assert [(inference, grad) for _, inference, grad in seen] == [(True, False), (False, False), (False, True),
+                                                                  (False, True), (False, True)]
+    with pytest.raises(ZeroDivisionError):
+        step_thread.run(lambda: 1 / 0)

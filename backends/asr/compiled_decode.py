@@ -3,16 +3,13 @@
 """
 from __future__ import annotations
 
-import threading
-
-import torch
-
-from backends.hf.compiled_step import pin_cpu_threads
+from backends.hf.compiled_step import StepThread
 
 
 class CompiledDecoder:
     """Decodes for `model` (a transformers generation model whose text decoder compiles without graph breaks) into a
-    static cache of `cache_tokens` positions (prompt plus new tokens). Calls are serialised: the cache is shared."""
+    static cache of `cache_tokens` positions (prompt plus new tokens). Calls are serialised on one thread (the cache is
+    shared, and CUDA graphs are replayed only on the thread that recorded them: `StepThread`)."""
 
     def __init__(self, model, cache_tokens: int):
         from transformers import CompileConfig, StaticCache
@@ -24,8 +21,7 @@ class CompiledDecoder:
         # serves every call. transformers compiles only on accelerators unless told to compile everywhere.
         self.compile_config = CompileConfig(fullgraph=True, dynamic=False)
         self.compile_config._compile_all_devices = True  # noqa: SLF001 (a CPU compiles too: the tests do)
-        self._lock = threading.Lock()
-        self.cpu_threads = torch.get_num_threads()  # the loading thread's, where the step is compiled
+        self.thread = StepThread("compiled-asr-step")
 
     def fits(self, prompt_tokens: int, max_new_tokens: int) -> bool:
         """Whether a call with this prompt and budget fits the static cache (else decode it uncompiled)."""
@@ -33,7 +29,8 @@ class CompiledDecoder:
 
     def generate(self, **kwargs):
         """`model.generate(**kwargs)` into the static cache, with the compiled step."""
-        with self._lock:
-            pin_cpu_threads(self.cpu_threads)
-            self.cache.reset()
-            return self.model.generate(**kwargs, past_key_values=self.cache, compile_config=self.compile_config)
+        return self.thread.run(self._generate, **kwargs)
+
+    def _generate(self, **kwargs):
+        self.cache.reset()
+        return self.model.generate(**kwargs, past_key_values=self.cache, compile_config=self.compile_config)

@@ -4,12 +4,18 @@ session, each session decoding into its own static KV cache whose layers all kee
 Every layer is a full-length `StaticLayer`, sliding-window ones too: the window is the mask's job (as with the
 `DynamicCache` the eager path uses), so a key sits at its own position and a cache cropped back to any length keeps
 what it needs, which a ring buffer would have overwritten.
+
+Every call of a compiled step runs on the step's own thread (`StepThread`), whichever thread asks.
 """
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, TypeVar
 
 import torch
+
+T = TypeVar("T")
 from transformers.cache_utils import Cache, StaticLayer
 
 # Positions of a compiled session's cache: a prompt and its draft up to this many tokens decode compiled; a longer one
@@ -36,21 +42,55 @@ def pin_cpu_threads(threads: int) -> None:
 
     With OpenMP the count is per thread: a new thread starts from OMP_NUM_THREADS (or all cores) whatever the loading
     thread was set to (CTranslate2's Whisper sets it to its `cpu_threads` there), and torch.compile guards on it, so
-    a compiled step first called from a new thread (simulstream's HTTP server: one per request) compiled again."""
+    a step compiled under one count and called under another compiles again."""
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
 
 
+class StepThread:
+    """One long-lived thread that runs every call of a compiled step, whichever thread makes it.
+
+    torch.compile keeps the CUDA graphs of its "reduce-overhead" mode per thread: cudagraph trees find their tree
+    manager (graphs and memory pool) in thread-local storage (`torch._inductor.cudagraph_trees.get_container`), so a
+    step called from a new thread warms up and records its graphs again there, with a new memory pool; simulstream's
+    HTTP server calls from a new thread per request. On this thread the graphs recorded at load are replayed. Calls
+    are serialised (one static cache, one graph's buffers), run under the caller's grad and inference mode (both
+    thread-local), with the CPU thread count of the thread that made the step (`pin_cpu_threads`); a call made on
+    the step's thread itself runs at once."""
+
+    def __init__(self, name: str):
+        self.cpu_threads = torch.get_num_threads()  # the creating (loading) thread's
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._ident: int | None = None
+
+    def run(self, function: Callable[..., T], *args, **kwargs) -> T:
+        if threading.get_ident() == self._ident:
+            return function(*args, **kwargs)
+        inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+        def call() -> T:
+            self._ident = threading.get_ident()
+            pin_cpu_threads(self.cpu_threads)
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                return function(*args, **kwargs)
+
+        return self._executor.submit(call).result()
+
+
 class CompiledStep:
     """`model`'s forward of one token into a static cache, compiled without graph breaks and with fixed shapes, so
-    that one graph serves every session and prompt length. Steps are serialised (a CUDA graph is one buffer set)."""
+    that one graph serves every session and prompt length. Steps run on one thread (`StepThread`), one at a time."""
 
     def __init__(self, model):
         self.device = next(model.parameters()).device
         mode = "reduce-overhead" if self.device.type == "cuda" else None  # CUDA graphs where launches cost
         self._forward = torch.compile(model.forward, fullgraph=True, dynamic=False, mode=mode)
-        self._lock = threading.Lock()
-        self.cpu_threads = torch.get_num_threads()  # the loading thread's, where the step is compiled
+        self.thread = StepThread("compiled-step")
+
+    @property
+    def cpu_threads(self) -> int:
+        """The CPU thread count every step runs with (the loading thread's, where the step was made)."""
+        return self.thread.cpu_threads
 
     @torch.inference_mode()
     def warm_up(self, model, steps: int = 3) -> None:
@@ -63,8 +103,9 @@ class CompiledStep:
 
     def __call__(self, token: int, cache: Cache) -> torch.Tensor:
         """Logits [vocab] after feeding `token` at the cache's next position (a copy: a graph's outputs are reused)."""
+        return self.thread.run(self._step, token, cache)
+
+    def _step(self, token: int, cache: Cache) -> torch.Tensor:
         input_ids = torch.tensor([[token]], dtype=torch.long, device=self.device)
-        with self._lock:
-            pin_cpu_threads(self.cpu_threads)
-            output = self._forward(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            return output.logits[0, -1].clone()
+        output = self._forward(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return output.logits[0, -1].clone()
