@@ -33,6 +33,7 @@ from agents.simulstream_cli import parse_overrides
 from agents.systems.cascade import CascadeTranslator
 from agents.systems.config import CascadeConfig
 from agents.systems.llm import AlignAttTranslator
+from backends.hf.compiled_step import cuda_graph_report
 from common.audio import AudioError, read_wav_info
 from common.config import build_config, read_yaml
 from common.synthetic_speech import SAMPLE_RATE, synthesize_talk
@@ -191,6 +192,21 @@ class TimedSegmentTranslator:
         return text
 
 
+def compiled_step_threads(translator, recognizer) -> list[tuple[str, object]]:
+    """The threads of the translator's and the recogniser's compiled steps (`model_compile`, `asr_compile`), where
+    there are any, to report the CUDA graphs they recorded."""
+    found = []
+    step = getattr(getattr(translator, "lm", None), "compiled_step", None)
+    if step is not None:
+        found.append(("translator", step.thread))
+    inner = recognizer
+    while inner is not None and getattr(inner, "_compiled", None) is None:
+        inner = getattr(inner, "recognizer", None)  # through the timing and trained-length wrappers
+    if inner is not None:
+        found.append(("recogniser", inner._compiled.thread))
+    return found
+
+
 def trained_length_cascade(config: CascadeConfig, spoken) -> CascadeTranslator:
     """The cascade with random weights doing a trained model's work: the recogniser transcribes the talk's own words
     at a trained model's token count, the translator drafts every step to its budget or the policy's stop (no
@@ -331,6 +347,8 @@ def main() -> None:
     print(segment_translator.summary(len(chunk_times)))
     print(f"longest lag behind the audio: {longest_lag:.1f} s; chunks only buffered to catch up "
           f"(max_lag_seconds {config.max_lag_seconds:g}): {translator.chunks_buffered}")
+    for part, step_thread in compiled_step_threads(segment_translator, recognizer):
+        print(f"compiled {part} step: {cuda_graph_report(step_thread)}")
     print(f"real-time factor: {rtf:.3f}  (target < 1)")
     print(f"last-minute / first-minute chunk time: {statistics.mean(last) / statistics.mean(first):.2f}x  "
           "(target <= 1.25)")

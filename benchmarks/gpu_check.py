@@ -195,7 +195,12 @@ def speed_rows(device: str, dtype: str, tokens: int, prompt_count: int, compiled
     where = f"{dtype}, {len(built)} prompts of ~{prompt_tokens:.0f} tokens, {len(heads)} heads"
     equal_work = len(set(decoded.values())) == 1 and decoded["plain"] == tokens * len(built)
     step = "compiled " if compiled else ""
-    rows = [Row("compiled step: compile and warm-up at load", f"{compile_seconds:.0f} s")] if compiled else []
+    rows = []
+    if compiled:
+        from backends.hf.compiled_step import cuda_graph_report
+
+        rows = [Row("compiled step: compile and warm-up at load", f"{compile_seconds:.0f} s"),
+                Row("compiled step: CUDA graphs after every draft", cuda_graph_report(lm.compiled_step.thread))]
     return rows + [
         Row(f"{step}draft tokens decoded: plain / capture / eager", " / ".join(str(decoded[name]) for name in runs),
             f"{tokens * len(built)} each (equal work)", equal_work),
@@ -326,9 +331,10 @@ def cascade_rows(device: str, dtype: str, minutes: float, runs: list[tuple[float
         rtf = float(re.search(r"real-time factor: ([\d.]+)", output).group(1))
         first_last = re.search(r"first minute: ([\d.]+) s; last minute: ([\d.]+) s", output)
         decoded = re.search(r"([\d.]+) tokens decoded per call", output)
+        graphs = "; ".join(re.findall(r"compiled (?:recogniser|translator) step: .*CUDA graphs.*", output))
         rows.append(Row(f"{label} ({minutes:g} min talk, trained lengths)",
                         f"{rtf:.3f} (mean chunk {first_last.group(1)} s first min, {first_last.group(2)} s last; "
-                        f"ASR {decoded.group(1) if decoded else '?'} tokens/call)",
+                        f"ASR {decoded.group(1) if decoded else '?'} tokens/call{'; ' + graphs if graphs else ''})",
                         f"<= {target}" if target else "", rtf <= target if target else None))
     return rows
 

@@ -42,6 +42,9 @@ def test_the_whole_check_runs_on_cpu_at_tiny_widths_and_prints_one_table():
         "cascade RTF, 0.85 s chunks, ASR step compiled", "cascade RTF, 1.5 s chunks, ASR step compiled",
         "cascade RTF, 0.85 s chunks, ASR step compiled, ASR prefix forced",
         "cascade RTF, 0.85 s chunks, uncompiled"]  # (on a GPU the translator's step is compiled too)
+    # The compiled recogniser's step reports the CUDA graphs on its thread (none on a CPU), the uncompiled none.
+    assert all("compiled recogniser step: 0 CUDA graphs recorded on its thread" in table[name][0]
+               for name in cascade[:3]) and "CUDA graphs" not in table[cascade[3]][0]
     tokens = {name: float(re.search(r"ASR ([\d.]+) tokens/call", table[name][0]).group(1)) for name in cascade}
     # The forced prefix leaves the recogniser only the words after what two hypotheses agreed on.
     assert tokens[cascade[2]] < tokens[cascade[0]], tokens

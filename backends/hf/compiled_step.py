@@ -76,6 +76,38 @@ class StepThread:
 
         return self._executor.submit(call).result()
 
+    def cuda_graphs(self) -> int | None:
+        """How many CUDA graphs torch.compile has recorded on this thread (`make gpu-check` reports it: one per
+        compiled shape is the design; more means graphs were recorded again)."""
+        return self.run(cuda_graphs_recorded)
+
+
+def cuda_graphs_recorded() -> int | None:
+    """CUDA graphs the calling thread's cudagraph trees hold, on every GPU (0 without CUDA; None if this torch keeps
+    them otherwise). Reads torch internals: a diagnostic, never a decision."""
+    try:
+        from torch._inductor import cudagraph_trees
+
+        count = 0
+        for index in range(torch.cuda.device_count()):
+            manager = cudagraph_trees.get_manager(index, create_if_none_exists=False)
+            nodes = [node for roots in (manager.roots.values() if manager else ()) for node in roots]
+            while nodes:
+                node = nodes.pop()
+                count += 1
+                nodes.extend(child for children in node.children.values() for child in children)
+        return count
+    except (ImportError, AttributeError):
+        return None
+
+
+def cuda_graph_report(step_thread: StepThread) -> str:
+    """One line for benchmarks: graphs recorded on the step's thread and calls torch ran without a graph."""
+    from torch._dynamo.utils import counters
+
+    return (f"{step_thread.cuda_graphs()} CUDA graphs recorded on its thread, "
+            f"{counters['inductor']['cudagraph_skips']} cudagraph skips in the process")
+
 
 class CompiledStep:
     """`model`'s forward of one token into a static cache, compiled without graph breaks and with fixed shapes, so
