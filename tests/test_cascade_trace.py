@@ -1,0 +1,51 @@
+"""benchmarks/cascade_trace.py: every step of a talk through a speech cascade agent as JSON lines, on real speech
+(espeak-ng) and the embedded default, and its summary of sentences committed behind what the translator read."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from cascade_trace import words_read_past  # noqa: E402
+
+
+def test_words_read_past_aligns_reworded_and_repunctuated_words():
+    read = "we plot the results on graphs in which we have".split()
+    assert words_read_past(read, "We plot the results on graphs.".split()) == 4
+    assert words_read_past(read, "we plot the result on graphs in which we have BLEU.".split()) == 0
+    assert words_read_past(["top-to-nation", "objectives"], ["top-timination", "objectives,"]) == 0
+
+
+@pytest.mark.real_model
+def test_a_talk_is_traced_step_by_step_on_the_embedded_default(tmp_path):
+    from common.synthetic_speech import synthesize_talk
+
+    wav = tmp_path / "talk.wav"
+    synthesize_talk(["Today we present our new model.", "It translates speech while the speaker is talking."], wav)
+    out = tmp_path / "trace.jsonl"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cascade_trace.py"), "--wav", str(wav),
+                             "--out", str(out), "--agent", "agents.alignatt4llm:WaitkAgent"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    finals = [r for r in records if r["kind"] == "final"]
+    lives = [r for r in records if r["kind"] == "live"]
+    assert lives and len(finals) == 2  # two sentences, each finished as its own segment
+    assert [w.lower().strip(".,") for r in finals for w in r["words"]][:3] == ["today", "we", "present"]
+    # What the trace says was emitted is the whole output, in order, and the summary counts the same records.
+    assert all(r["accessible"] is None or 0 <= r["accessible"] <= len(r["words"]) for r in lives)
+    assert sum(bool(r["emitted"]) for r in lives) > 0 and all(r["draft"] is not None for r in finals)
+    assert f"{len(lives)} live steps" in result.stdout and "2 sentences committed, 0 without a sentence end" \
+        in result.stdout
+
+
+def test_a_text_agent_is_refused_by_name(tmp_path):
+    wav = tmp_path / "talk.wav"
+    wav.write_bytes(b"")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cascade_trace.py"), "--wav", str(wav),
+                             "--out", str(tmp_path / "t.jsonl"), "--agent", "agents.alignatt4llm:TextAgent"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr and "TextAgent" in result.stderr
