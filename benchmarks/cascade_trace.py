@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from agents.simulstream_cli import CommandError, agent_class, processor_config
 from common.audio import AudioError, decode_audio_16k
 from policies.transcript import ends_sentence
+from policies.units import join_units
 
 SAMPLE_RATE = 16000
 
@@ -55,26 +56,29 @@ class Tracer:
         steps = getattr(self.translator, "steps", None)  # LLM translators keep their steps (agents/systems/llm.py)
         return steps[-1] if steps is not None and len(steps) > steps_before else None
 
+    def _text(self, units) -> str:
+        return join_units(list(units), self.translator.target_unit)
+
     def _write(self, record: dict) -> None:
         self.records.append(record)
         self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     def revise(self, words, now=None, hold_back=0.0):
-        before, steps = "".join(self.translator.segment_units), len(getattr(self.translator, "steps", ()))
+        before, steps = self._text(self.translator.segment_units), len(getattr(self.translator, "steps", ()))
         emission = self._revise(words, now, hold_back)
         step = self._last_step(steps)
         self._write({"kind": "live", "now": round(self.cascade.now, 3), "words": [w.text for w in words],
                      "accessible": step.accessible_words if step else None, "target_before": before,
-                     "draft": step.draft_text if step else None, "emitted": "".join(emission.new_units)})
+                     "draft": step.draft_text if step else None, "emitted": self._text(emission.new_units)})
         return emission
 
     def finish_segment(self, words):
-        before, steps = "".join(self.translator.segment_units), len(getattr(self.translator, "steps", ()))
+        before, steps = self._text(self.translator.segment_units), len(getattr(self.translator, "steps", ()))
         emission = self._finish(words)
         step = self._last_step(steps)
         self._write({"kind": "final", "now": round(self.cascade.now, 3), "words": [w.text for w in words],
                      "target_before": before, "draft": step.draft_text if step else None,
-                     "emitted": "".join(emission.new_units)})
+                     "emitted": self._text(emission.new_units)})
         return emission
 
     def summary(self) -> str:

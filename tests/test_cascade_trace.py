@@ -38,6 +38,7 @@ def test_a_talk_is_traced_step_by_step_on_the_embedded_default(tmp_path):
     # What the trace says was emitted is the whole output, in order, and the summary counts the same records.
     assert all(r["accessible"] is None or 0 <= r["accessible"] <= len(r["words"]) for r in lives)
     assert sum(bool(r["emitted"]) for r in lives) > 0 and all(r["draft"] is not None for r in finals)
+    assert any(" " in r["emitted"] for r in records)  # words joined as the target language writes them
     assert f"{len(lives)} live steps" in result.stdout and "2 sentences committed, 0 without a sentence end" \
         in result.stdout
 
