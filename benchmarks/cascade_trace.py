@@ -16,28 +16,25 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 from agents.simulstream_cli import CommandError, agent_class, processor_config
 from common.audio import AudioError, decode_audio_16k
+from common.synthetic_speech import SAMPLE_RATE
+from common.wer import normalise_words
 from policies.transcript import ends_sentence
 from policies.units import join_units
-
-SAMPLE_RATE = 16000
-
-
-def normal(word: str) -> str:
-    return re.sub(r"[^\w]", "", word.lower())
 
 
 def words_read_past(live_words: list[str], sentence: list[str]) -> int:
     """How many of the accessible live words lie after the last word of the committed sentence (aligned by their
     normalised text, so a reworded or re-punctuated word still lines up)."""
-    matcher = difflib.SequenceMatcher(a=[normal(w) for w in live_words], b=[normal(w) for w in sentence],
-                                      autojunk=False)
+    def normalised(words: list[str]) -> list[str]:
+        return [" ".join(normalise_words(word)) for word in words]
+
+    matcher = difflib.SequenceMatcher(a=normalised(live_words), b=normalised(sentence), autojunk=False)
     last = max((block.a + block.size for block in matcher.get_matching_blocks() if block.size), default=0)
     return len(live_words) - last
 
@@ -49,36 +46,31 @@ class Tracer:
         self.cascade, self.out = cascade, out
         self.translator = cascade.translator
         self.records: list[dict] = []
-        self._revise, self._finish = self.translator.revise, self.translator.finish_segment
-        self.translator.revise, self.translator.finish_segment = self.revise, self.finish_segment
+        revise, finish = self.translator.revise, self.translator.finish_segment
+        self.translator.revise = lambda words, now=None, hold_back=0.0: self._traced(
+            "live", words, revise, words, now, hold_back)
+        self.translator.finish_segment = lambda words: self._traced("final", words, finish, words)
 
-    def _last_step(self, steps_before: int):
-        steps = getattr(self.translator, "steps", None)  # LLM translators keep their steps (agents/systems/llm.py)
-        return steps[-1] if steps is not None and len(steps) > steps_before else None
+    def _latest_step(self):
+        steps = getattr(self.translator, "steps", None)  # an LLM translator's latest steps (agents/systems/llm.py)
+        return steps[-1] if steps else None
 
     def _text(self, units) -> str:
         return join_units(list(units), self.translator.target_unit)
 
-    def _write(self, record: dict) -> None:
+    def _traced(self, kind: str, words, call, *args):
+        """`call(*args)`, recorded: the step it added (a bounded deque: compared by identity, not length)."""
+        before, step_before = self._text(self.translator.segment_units), self._latest_step()
+        emission = call(*args)
+        step = self._latest_step()
+        step = step if step is not step_before else None
+        record = {"kind": kind, "now": round(self.cascade.now, 3), "words": [w.text for w in words]}
+        if kind == "live":
+            record["accessible"] = step.accessible_words if step else None
+        record.update({"target_before": before, "draft": step.draft_text if step else None,
+                       "emitted": self._text(emission.new_units)})
         self.records.append(record)
         self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-    def revise(self, words, now=None, hold_back=0.0):
-        before, steps = self._text(self.translator.segment_units), len(getattr(self.translator, "steps", ()))
-        emission = self._revise(words, now, hold_back)
-        step = self._last_step(steps)
-        self._write({"kind": "live", "now": round(self.cascade.now, 3), "words": [w.text for w in words],
-                     "accessible": step.accessible_words if step else None, "target_before": before,
-                     "draft": step.draft_text if step else None, "emitted": self._text(emission.new_units)})
-        return emission
-
-    def finish_segment(self, words):
-        before, steps = self._text(self.translator.segment_units), len(getattr(self.translator, "steps", ()))
-        emission = self._finish(words)
-        step = self._last_step(steps)
-        self._write({"kind": "final", "now": round(self.cascade.now, 3), "words": [w.text for w in words],
-                     "target_before": before, "draft": step.draft_text if step else None,
-                     "emitted": self._text(emission.new_units)})
         return emission
 
     def summary(self) -> str:

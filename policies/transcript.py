@@ -167,10 +167,10 @@ class TranscriptStabilizer:
         if not max_tail_seconds > 0 or not max_sentence_seconds > 0:
             raise ValueError(f"max_tail_seconds and max_sentence_seconds must be > 0, got {max_tail_seconds} and "
                              f"{max_sentence_seconds}")
-        self.max_sentence_seconds = max_sentence_seconds
         if retranscribe_seconds < 0:
             raise ValueError(f"retranscribe_seconds must be >= 0 (0: off), got {retranscribe_seconds}")
         self.max_tail_seconds = max_tail_seconds
+        self.max_sentence_seconds = max_sentence_seconds
         self.retranscribe_seconds = retranscribe_seconds
         self.commit_agreement = commit_agreement
         self.reset()
@@ -206,8 +206,7 @@ class TranscriptStabilizer:
         committed up to its agreed words; a tail longer than `max_tail_seconds` has the words ending before its last
         half frozen (committed, when no word follows them: the speaker stopped), and when there are none the audio
         before the first word (at most up to that point) is cut, so the tail cannot grow forever, whether or not
-        anything is said. Then, with `retranscribe_seconds`, agreed
-        words are frozen as described above.
+        anything is said. Then, with `retranscribe_seconds`, agreed words are frozen as described above.
 
         A hypothesis that loops (a phrase repeated as `policies.degenerate.loop_start` defines it: recognisers
         repeat the last phrase when their budget outlasts the speech) is cut before the second copy.

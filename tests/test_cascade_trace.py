@@ -19,6 +19,39 @@ def test_words_read_past_aligns_reworded_and_repunctuated_words():
     assert words_read_past(["top-to-nation", "objectives"], ["top-timination", "objectives,"]) == 0
 
 
+def test_records_keep_naming_their_step_once_the_translators_step_deque_is_full(tmp_path):
+    """An LLM translator keeps only its latest MAX_KEPT_STEPS steps (a deque with a maxlen): past that its length stops
+    growing, and each record must still carry the step its own call added (a fake translator, named so)."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from cascade_trace import Tracer
+    from common.stream import Emission, SourceWord
+
+    class FakeStepsTranslator:
+        target_unit = "word"
+
+        def __init__(self):
+            self.steps, self.segment_units = deque(maxlen=2), []
+
+        def revise(self, words, now=None, hold_back=0.0):
+            self.steps.append(SimpleNamespace(accessible_words=len(words), draft_text=f"draft {len(words)}"))
+            return Emission(new_units=("x",))
+
+        def finish_segment(self, words):
+            return Emission()  # a final step that adds no step
+
+    translator = FakeStepsTranslator()
+    with (tmp_path / "t.jsonl").open("w") as out:
+        tracer = Tracer(SimpleNamespace(translator=translator, now=1.0), out)
+        for count in range(1, 6):
+            translator.revise([SourceWord(f"w{i}", 0.0) for i in range(count)], now=1.0)
+        translator.finish_segment([SourceWord("w0", 0.0)])
+    assert [r["accessible"] for r in tracer.records[:5]] == [1, 2, 3, 4, 5]
+    assert [r["draft"] for r in tracer.records[:5]] == [f"draft {n}" for n in range(1, 6)]
+    assert tracer.records[5]["kind"] == "final" and tracer.records[5]["draft"] is None
+
+
 @pytest.mark.real_model
 def test_a_talk_is_traced_step_by_step_on_the_embedded_default(tmp_path):
     from common.synthetic_speech import synthesize_talk

@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
 
 import torch
+from transformers.cache_utils import Cache, StaticLayer
 
 T = TypeVar("T")
-from transformers.cache_utils import Cache, StaticLayer
 
 # Positions of a compiled session's cache: a prompt and its draft up to this many tokens decode compiled; a longer one
 # decodes eagerly. Every step attends over all of them (masked), nothing on a GPU, but on a CPU it made the narrow
@@ -60,8 +60,11 @@ class StepThread:
 
     def __init__(self, name: str):
         self.cpu_threads = torch.get_num_threads()  # the creating (loading) thread's
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._ident: int | None = None
+        self._ident: int | None = None  # the step's thread, once started
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name, initializer=self._started)
+
+    def _started(self) -> None:
+        self._ident = threading.get_ident()
 
     def run(self, function: Callable[..., T], *args, **kwargs) -> T:
         if threading.get_ident() == self._ident:
@@ -69,7 +72,6 @@ class StepThread:
         inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
 
         def call() -> T:
-            self._ident = threading.get_ident()
             pin_cpu_threads(self.cpu_threads)
             with torch.inference_mode(inference), torch.set_grad_enabled(grad):
                 return function(*args, **kwargs)
