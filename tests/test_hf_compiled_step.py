@@ -89,6 +89,17 @@ def test_a_stop_is_asked_and_obeyed_as_in_eager_decoding(lms):
     assert lengths[compiled] == lengths[eager] and lengths[eager]
 
 
+def test_a_banned_first_token_gives_the_eager_draft(lms):
+    """The retry of a final draft (`banned_first_tokens`): the compiled step decodes what eager decoding does."""
+    eager, compiled = lms
+    for prompt in prompts(eager)[:2]:
+        first = eager.session(None).draft(prompt.token_ids, 8, capture=False).tokens[0]
+        drafts = [lm.session(None).draft(prompt.token_ids, 8, capture=False, banned_first_tokens=[first])
+                  for lm in (eager, compiled)]
+        assert drafts[0].tokens and drafts[0].tokens[0] != first
+        assert drafts[1].tokens == drafts[0].tokens and drafts[1].finished is drafts[0].finished
+
+
 def test_a_prompt_longer_than_the_static_cache_decodes_eagerly_and_the_next_one_compiled(lms, monkeypatch):
     eager, compiled = lms
     heads = heads_of(eager)

@@ -125,6 +125,20 @@ def test_f32_replay_equals_eager_attention_and_decisions_equal_transformers_on_2
     assert accepted_somewhere > 0 and rejected_somewhere > 0, "the prompts exercise both acceptance and rejection"
 
 
+def test_f32_drafts_with_a_banned_first_token_equal_transformers(f32_pair):
+    """The retry of a final draft after a degenerate cut bans the token its cut part began with: llama.cpp and
+    transformers (tested against a full forward in tests/test_banned_first_tokens.py) draft the same."""
+    llama_lm, hf_lm = f32_pair
+    builder = PromptBuilder(hf_lm.tokenizer, "en", "de")
+    for words in SOURCES[:6]:
+        prompt_ids = builder.build(words, "").token_ids
+        greedy = hf_lm.session(None).draft(prompt_ids, 12, capture=False).tokens
+        for banned in ([greedy[0]], greedy[:1] + greedy[2:4]):
+            on_llama = llama_lm.session(None).draft(prompt_ids, 12, capture=False, banned_first_tokens=banned)
+            on_hf = hf_lm.session(None).draft(prompt_ids, 12, capture=False, banned_first_tokens=banned)
+            assert on_llama.tokens == on_hf.tokens and on_llama.tokens[0] not in banned
+
+
 def test_f32_word_by_word_streams_emit_as_on_transformers(f32_pair):
     """A stream fed a word at a time: each step reuses the cached prefix and rolls back the last
     draft (context and recorded keys), as the transformers session does."""

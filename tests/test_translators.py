@@ -195,6 +195,59 @@ def test_a_live_draft_that_ends_does_not_commit_its_last_word_before_the_punctua
     assert [list(e.new_units) for e in emissions[:3]] == [[], ["Guten"], ["Morgen"]]
 
 
+class RankedScriptSession:
+    """Stands in for a model session (a fake: the scripted loops are what a model writes by accident): for the
+    target prefix the prompt ends with, drafts the first scripted continuation whose first token is not banned, as
+    greedy decoding takes the best token left; records each draft's prefix and banned tokens."""
+
+    def __init__(self, tokenizer, continuations: dict[str, list[str]]):
+        self.tokenizer, self.continuations, self.calls = tokenizer, continuations, []
+
+    def reset(self):
+        pass
+
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+        from backends.hf.lm import Draft
+
+        prefix = self.tokenizer.decode(prompt_ids).rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
+        self.calls.append((prefix, tuple(banned_first_tokens)))
+        encoded = [self.tokenizer.encode(text, add_special_tokens=False) for text in self.continuations[prefix]]
+        tokens = next(tokens for tokens in encoded if tokens[0] not in banned_first_tokens)
+        draft = Draft(prompt_length=len(prompt_ids))
+        for token in tokens:
+            draft.tokens.append(token)
+            if len(draft.tokens) == max_new_tokens or (stop is not None and stop(draft)):
+                return draft
+        draft.finished = True
+        return draft
+
+
+@pytest.mark.parametrize("retries", [0, 1, 2])
+def test_a_final_draft_cut_by_a_loop_is_drafted_again_after_what_it_kept(tiny_lm, retries):
+    """"Das ist das Modell, das das das": the guard keeps "Das ist das Modell, das" and, without a retry, the
+    sentence's translation ends there. The retry drafts after the kept text with any first token but the loop's
+    (the model's next best: "wir in allen Tests"); its own loop is cut and retried again, up to `final_retries`."""
+    words = "This is the model that we use in all our experiments.".split()
+    continuations = {"": ["Das ist das Modell, das das das das"],
+                      "Das ist das Modell, das": [" das das das", " wir in allen Tests Tests Tests"],
+                      "Das ist das Modell, das wir in allen Tests": [" Tests Tests", " und Experimenten verwenden."]}
+    session = RankedScriptSession(tiny_lm.tokenizer, continuations)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_retries=retries))  # only the final step drafts
+    emissions = stream(translator, words)
+    expected = ["Das ist das Modell, das", "Das ist das Modell, das wir in allen Tests",
+                "Das ist das Modell, das wir in allen Tests und Experimenten verwenden."][retries]
+    assert " ".join(unit for e in emissions for unit in e.new_units) == expected
+    assert [prefix for prefix, _ in session.calls] == list(continuations)[:retries + 1]
+    das = tiny_lm.tokenizer.encode(" das", add_special_tokens=False)[0]
+    tests = tiny_lm.tokenizer.encode(" Tests", add_special_tokens=False)[0]
+    assert [banned for _, banned in session.calls] == [(), (das,), (tests,)][:retries + 1]
+    assert (translator.stats.final_steps, translator.stats.final_degenerate) == (1, 1)
+    assert (translator.stats.final_retries, translator.stats.final_retries_degenerate) == (retries, min(retries, 1))
+    with pytest.raises(ConfigError, match="final_retries must be >= 0"):
+        build_config(WaitkConfig, {"final_retries": -1})
+
+
 def test_local_agreement_commits_only_what_two_translations_agree_on(tiny_lm):
     translator = LocalAgreementTranslator(tiny_lm, LocalAgreementConfig(final_max_new_tokens=40))
     translator.reset()

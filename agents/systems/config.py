@@ -30,6 +30,9 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
     final_budget_ratio: float = knob(2.0, "the final flush drafts at most ratio x source tokens + slack for the "
                                           "segment's whole target (less what is committed): loops cannot run on")
     final_budget_slack: int = knob(8, "tokens added to ratio x source tokens in the final budget")
+    final_retries: int = knob(1, "times a final draft cut where it stopped being a translation (a loop, a restart, "
+                                 "an echo, a foreign script) is drafted again after what it kept, with another first "
+                                 "token than the cut part's; 0: the translation ends at the cut")
     policy_log: str = knob("", "append the policy's statistics (live steps, gate fired, tokens withheld, degenerate "
                                "drafts) as one JSON line per finished segment to this file; empty: off")
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
@@ -45,6 +48,8 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
             raise ConfigError(error)
         if self.max_new_tokens < 1 or self.final_max_new_tokens < 1:
             raise ConfigError("max_new_tokens and final_max_new_tokens must be >= 1")
+        if self.final_retries < 0:
+            raise ConfigError(f"final_retries must be >= 0, got {self.final_retries}")
         if not self.final_budget_ratio > 0 or self.final_budget_slack < 0:
             raise ConfigError(f"final_budget_ratio must be > 0 and final_budget_slack >= 0, got "
                               f"{self.final_budget_ratio} and {self.final_budget_slack}")

@@ -9,7 +9,7 @@ import json
 from abc import abstractmethod
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from common.stream import Emission, SourceWord
 from agents.core import StreamingTranslator
@@ -43,6 +43,7 @@ class Step:
 
     cut: the rule of `policies.degenerate.DraftGuard` that ended the draft ("" where none did): a line break (the
     translation's line ended) or a degenerate cut (a loop, an echo, a restart, a foreign script).
+    retry: a final draft made again after the previous one's degenerate cut (`LLMTranslator._retry_final`).
     """
 
     prompt: TranslationPrompt | None
@@ -54,6 +55,7 @@ class Step:
     final: bool = False
     cut: str = ""
     skipped: str = ""  # why no draft was made (a source the prompt cannot map), else empty
+    retry: bool = False
 
     @property
     def degenerate(self) -> bool:
@@ -80,7 +82,8 @@ class PolicyStats:
     gate_fired: steps where the AlignAtt gate rejected a token; gate_stopped_tokens: draft tokens withheld by it;
     degenerate: drafts cut by the DraftGuard because they stopped being a translation; line_breaks: drafts that
     ended their line (the guard cuts them there too, but that is how a one-line translation ends); skipped: steps
-    whose source could not be mapped.
+    whose source could not be mapped; final_retries: final drafts made again after a degenerate cut (counted apart
+    from final_steps), final_retries_degenerate: those cut as degenerate again.
     """
 
     live_steps: int = 0
@@ -92,11 +95,17 @@ class PolicyStats:
     final_steps: int = 0
     final_degenerate: int = 0
     final_line_breaks: int = 0
+    final_retries: int = 0
+    final_retries_degenerate: int = 0
     skipped: int = 0
 
     def add(self, step: "Step") -> None:
         if step.skipped:
             self.skipped += 1
+            return
+        if step.retry:
+            self.final_retries += 1
+            self.final_retries_degenerate += step.degenerate
             return
         if step.final:
             self.final_steps += 1
@@ -230,6 +239,8 @@ class LLMTranslator(StreamingTranslator):
             committed_length = min(committed_length, self._committable_length(draft, accepted))
         committed = draft_text[:committed_length]
         self._record(Step(prompt, draft, draft_text, committed, accessible, scan, final, cut))
+        if final:
+            committed += self._retry_final(source, target_prefix, draft, committed, cut, budget)
         units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
         if not final and self.config.withhold_sentence_end:
             units = units_before_sentence_end(units, self.config.target_lang)
@@ -243,17 +254,46 @@ class LLMTranslator(StreamingTranslator):
         return final_budget(source_tokens, prefix_tokens, self.config.final_budget_ratio,
                             self.config.final_budget_slack, self.config.final_max_new_tokens)
 
+    def _retry_final(self, source: list[str], target_prefix: str, draft: Draft, kept: str, cut: str,
+                     budget: int) -> str:
+        """The rest of a final translation that a degenerate cut ended (a loop, a restart, an echo, a foreign
+        script: `policies.degenerate.DEGENERATE_CUTS`), or "": drafted again after the text the draft `kept`, with
+        any first token but the one its degenerate part began with, within what is left of the final `budget`; up
+        to `final_retries` times. Without it, "... die Bedeutung des Codes für die, die, die" loses the rest of
+        the sentence ("whether to emit or not a partial translation ...")."""
+        prefix_units = list(self.segment_units)
+        rest = ""
+        for _ in range(self.config.final_retries):
+            kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
+            budget -= kept_tokens
+            if cut not in DEGENERATE_CUTS or kept_tokens == len(draft.tokens) or budget < 1:
+                break
+            prefix_units += split_units(kept, self.target_unit, continues=bool(prefix_units))
+            target_prefix += kept
+            prompt = self.prompts.build(source, target_prefix, map_source=False)
+            draft = self.session.draft(prompt.token_ids, budget, capture=False,
+                                       stop=lambda d: self._translation_over(d, prefix_units),
+                                       banned_first_tokens=(draft.tokens[kept_tokens],))
+            draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "")
+            usable, cut = self._usable_length(draft_text, prefix_units)
+            kept = draft_text[:committable_prefix_length(draft_text[:usable], "", self.target_unit)]
+            self._record(Step(prompt, draft, draft_text, kept, len(source), final=True, cut=cut, retry=True))
+            rest += kept
+        return rest
+
     def _decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
-    def _usable_length(self, draft_text: str) -> tuple[int, str]:
-        """How much of a draft is still a translation of the segment (`policies.degenerate.DraftGuard`)."""
-        return self.guard.usable_length(self.segment_units, draft_text, [w.text for w in self.source_words])
+    def _usable_length(self, draft_text: str, prefix_units: Sequence[str] | None = None) -> tuple[int, str]:
+        """How much of a draft is still a translation of the segment (`policies.degenerate.DraftGuard`), after
+        `prefix_units` (default: the segment's emitted units)."""
+        prefix = self.segment_units if prefix_units is None else prefix_units
+        return self.guard.usable_length(prefix, draft_text, [w.text for w in self.source_words])
 
-    def _translation_over(self, draft: Draft) -> bool:
+    def _translation_over(self, draft: Draft, prefix_units: Sequence[str] | None = None) -> bool:
         """Stop condition of every draft: the guard cut it, at the end of its line or where it stopped being a
         translation (`policies.degenerate.DraftGuard`; nothing after that point is used)."""
-        return bool(self._usable_length(self._decode(draft.tokens))[1])
+        return bool(self._usable_length(self._decode(draft.tokens), prefix_units)[1])
 
     def _committable_length(self, draft: Draft, accepted: int) -> int:
         """Round a live draft's accepted token prefix back to the last complete stability unit. Where the draft
@@ -413,6 +453,14 @@ def prompt_words(words: Sequence[SourceWord]) -> list[SourceWord]:
     for word in words:
         cleaned.extend(SourceWord(piece, word.end_time) for piece in word.text.split())
     return cleaned
+
+
+def tokens_within(decode: Callable[[Sequence[int]], str], tokens: Sequence[int], length: int) -> int:
+    """The most leading `tokens` whose decoded text is at most `length` characters long."""
+    count = 0
+    while count < len(tokens) and len(decode(tokens[:count + 1])) <= length:
+        count += 1
+    return count
 
 
 def units_before_sentence_end(units: tuple[str, ...], lang: str | None = None) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import torch
 from transformers.cache_utils import DynamicCache
@@ -121,6 +121,15 @@ def check_draft_request(prompt_ids: Sequence[int], max_new_tokens: int, capture:
         raise ValueError("capture requested but the session was opened without heads")
 
 
+def without_tokens(logits: torch.Tensor, banned: Collection[int]) -> torch.Tensor:
+    """A copy of one row of `logits` on which greedy decoding cannot choose the `banned` token ids."""
+    if not banned:
+        return logits
+    logits = logits.clone()
+    logits[list(banned)] = float("-inf")
+    return logits
+
+
 class DecodeSession:
     """One stream's decoding state: a KV cache for the last prompt+draft and, with heads, their captured q/k.
 
@@ -155,13 +164,14 @@ class DecodeSession:
 
     @torch.inference_mode()
     def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True,
-              stop: Callable[[Draft], bool] | None = None) -> Draft:
+              stop: Callable[[Draft], bool] | None = None, banned_first_tokens: Collection[int] = ()) -> Draft:
         """Greedy continuation of `prompt_ids`, at most `max_new_tokens` tokens.
 
         With `capture` (and heads), the query row of every draft token (at its own position, as in calibration)
         and the keys of all positions are recorded; a draft cut by the budget gets one extra forward so that its
         last token's query exists too. `stop(draft)`, called once the newest token's row is captured, ends the
         draft early when it returns True (the policy has seen the first token it rejects).
+        `banned_first_tokens`: ids the first token may not be (greedy over the others); later tokens are free.
         """
         check_draft_request(prompt_ids, max_new_tokens, capture, self.recorder is not None)
         prompt_ids = list(prompt_ids)
@@ -173,7 +183,7 @@ class DecodeSession:
         draft = Draft(prompt_length=len(prompt_ids), recorder=self.recorder if capture else None,
                       generation=self.recorder.generation if self.recorder is not None else 0)
         decode = self._decode_compiled if self.static else self._decode_eager
-        decode(draft, logits[0, -1], max_new_tokens, capture, stop)
+        decode(draft, without_tokens(logits[0, -1], banned_first_tokens), max_new_tokens, capture, stop)
         if capture:
             self.recorder.check_complete()
         return draft

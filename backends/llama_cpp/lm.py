@@ -7,7 +7,7 @@ heads installs no callback at all (plain llama.cpp decoding).
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -48,16 +48,19 @@ class LlamaCppDecodeSession(LlamaCppSession):
             self.recorder = self.capture.recorder = QKRecorder(self.heads)
 
     def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True,
-              stop: Callable[[Draft], bool] | None = None) -> Draft:
+              stop: Callable[[Draft], bool] | None = None, banned_first_tokens: Collection[int] = ()) -> Draft:
         """Greedy continuation of `prompt_ids` with the semantics of `backends.hf.lm.DecodeSession.draft`: the query
         of every draft token at its own position, one extra step for the last token when capturing, `stop(draft)`
-        called once the newest token's row is captured."""
+        called once the newest token's row is captured, a first token that is none of `banned_first_tokens`."""
         check_draft_request(prompt_ids, max_new_tokens, capture, self.recorder is not None)
         prompt_ids = [int(t) for t in prompt_ids]
         if self.recorder is not None:
             self.recorder.generation += 1
         self._record_queries = False
         logits = self._prefill(prompt_ids)
+        if banned_first_tokens:
+            logits = logits.copy()
+            logits[list(banned_first_tokens)] = -np.inf
         draft = Draft(prompt_length=len(prompt_ids), recorder=self.recorder if capture else None,
                       generation=self.recorder.generation if self.recorder is not None else 0)
         while True:

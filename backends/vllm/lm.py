@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import torch
 
@@ -146,7 +146,7 @@ class VLLMCausalLM:
         """Greedy tokens (stop token included when one ends the text) and, with heads, a copy of the rows
         captured for every position fed to the model."""
         with self._lock:
-            tokens = self._generate(prompt_ids, max_tokens)
+            tokens = list(self._generate(prompt_ids, max_tokens).token_ids)
             fed = prompt_ids + tokens[:-1]  # the last sampled token is never fed back
             self._captured_ids = fed
             if not heads:
@@ -155,12 +155,22 @@ class VLLMCausalLM:
         return tokens, CapturedRows(heads, {l: self.layouts[l] for l, _ in heads}, rows["queries"], rows["keys"],
                                     self.key_heads)
 
-    def _generate(self, prompt_ids: list[int], max_tokens: int) -> list[int]:
+    def first_token(self, prompt_ids: list[int], banned: Collection[int]) -> int:
+        """The greedy next token of `prompt_ids` among those not in `banned`: the best of the top len(banned) + 1
+        log-probabilities of one generated token (ties to the lower id, as argmax)."""
+        with self._lock:
+            output = self._generate(prompt_ids, 1, logprobs=len(banned) + 1)
+            self._captured_ids = list(prompt_ids)
+        ranked = output.logprobs[0]
+        return max((token for token in ranked if token not in banned), key=lambda t: (ranked[t].logprob, -t))
+
+    def _generate(self, prompt_ids: list[int], max_tokens: int, logprobs: int | None = None):
+        """One greedy request; its completion (token ids and, when asked, the top `logprobs` of each)."""
         from vllm import SamplingParams, TokensPrompt
 
         def run(skip_prefix_cache: bool):
             params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop_token_ids=sorted(self.stop_token_ids),
-                                    detokenize=False, skip_reading_prefix_cache=skip_prefix_cache)
+                                    detokenize=False, skip_reading_prefix_cache=skip_prefix_cache, logprobs=logprobs)
             return self.llm.generate([TokensPrompt(prompt_token_ids=prompt_ids)], params, use_tqdm=False)[0]
 
         output = run(skip_prefix_cache=False)
@@ -171,7 +181,7 @@ class VLLMCausalLM:
             self.prefix_cache_retries += 1
             output = run(skip_prefix_cache=True)
         self.last_cached_tokens = output.num_cached_tokens or 0
-        return list(output.outputs[0].token_ids)
+        return output.outputs[0]
 
 
 class VLLMDecodeSession:
@@ -190,17 +200,28 @@ class VLLMDecodeSession:
         pass
 
     def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True,
-              stop: Callable[[Draft], bool] | None = None) -> Draft:
+              stop: Callable[[Draft], bool] | None = None, banned_first_tokens: Collection[int] = ()) -> Draft:
         """Greedy continuation with the transformers backend's semantics (see `backends.hf.lm.DecodeSession`).
 
         With capture, one token more than the budget is sampled so that the last kept token is fed back and its
         query row exists; `stop(draft)` is applied to the growing draft afterwards, giving the same draft the
-        transformers backend stops at (the decisions depend on earlier rows only).
+        transformers backend stops at (the decisions depend on earlier rows only). A draft whose first token may
+        not be one of `banned_first_tokens` takes that token from one request and the rest from a second; it
+        captures nothing (a final draft's retry needs no attention).
         """
         check_draft_request(prompt_ids, max_new_tokens, capture, self.heads is not None)
         prompt_ids = list(prompt_ids)
-        tokens, rows = self.lm.generate(prompt_ids, max_new_tokens + (1 if capture else 0),
-                                        self.heads if capture else None)
+        if banned_first_tokens:
+            if capture:
+                raise ValueError("the vLLM backend drafts with banned first tokens only without capture")
+            first = self.lm.first_token(prompt_ids, frozenset(banned_first_tokens))
+            tokens = [first]
+            if first not in self.lm.stop_token_ids and max_new_tokens > 1:
+                tokens += self.lm.generate(prompt_ids + [first], max_new_tokens - 1, None)[0]
+            rows = None
+        else:
+            tokens, rows = self.lm.generate(prompt_ids, max_new_tokens + (1 if capture else 0),
+                                            self.heads if capture else None)
         draft = Draft(prompt_length=len(prompt_ids), recorder=rows)
         for token in tokens[:max_new_tokens]:
             if token in self.lm.stop_token_ids:

@@ -73,3 +73,21 @@ def test_alignatt_decisions_identical_to_the_transformers_backend_on_20_prompts(
         accepted_somewhere += hf_step.scan.accepted_tokens > 0
         rejected_somewhere += hf_step.scan.accepted_tokens < len(hf_step.draft.tokens)
     assert accepted_somewhere > 0 and rejected_somewhere > 0, "the prompts exercise both acceptance and rejection"
+
+
+def test_drafts_with_a_banned_first_token_equal_the_transformers_backend(backends_pair):
+    """The retry of a final draft after a degenerate cut (agents/systems/llm.py) bans the token its cut part began
+    with: vLLM takes the first token from one request's top log-probabilities, transformers masks its logits
+    (tested against a full forward in tests/test_banned_first_tokens.py); both draft the same, and a capturing
+    draft with a ban is refused clearly."""
+    _, heads, hf_lm, vllm_lm, _ = backends_pair
+    builder = PromptBuilder(vllm_lm.tokenizer, "en", "de")
+    for words in SOURCES[:6]:
+        prompt_ids = builder.build(words, "").token_ids
+        greedy = hf_lm.session(None).draft(prompt_ids, 12, capture=False).tokens
+        for banned in ([greedy[0]], greedy[:1] + greedy[2:4]):
+            on_vllm = vllm_lm.session(heads.heads).draft(prompt_ids, 12, capture=False, banned_first_tokens=banned)
+            on_hf = hf_lm.session(None).draft(prompt_ids, 12, capture=False, banned_first_tokens=banned)
+            assert on_vllm.tokens == on_hf.tokens and on_vllm.tokens[0] not in banned
+    with pytest.raises(ValueError, match="banned first tokens only without capture"):
+        vllm_lm.session(heads.heads).draft(prompt_ids, 12, banned_first_tokens=[greedy[0]])
