@@ -6,10 +6,11 @@ line per step and a summary of where the translator's segments and the committed
 
 A live line: the stream time, the sentence's source words as the translator got them, how many were accessible,
 the target already emitted for the sentence, the draft and the units this step emitted. A final line: the committed
-sentence, its target before, the final draft and what it emitted. The summary counts the sentences committed
-without a sentence end, and those committed behind what the translator had already read (its last live step
-accessed words after the committed sentence's last one: the next segment starts on words it may already have
-translated). Two fixes of 2026-11-27 came from such traces (docs/alignatt4llm_quality.md).
+sentence, its target before, the final draft (and its retries' drafts, if the guard cut it) and what it emitted.
+The summary counts the sentences committed without a sentence end, and those committed behind what the translator
+had already read (its last live step accessed words after the committed sentence's last one: the next segment
+starts on words it may already have translated). Three fixes of 2026-11-27 came from such traces
+(docs/alignatt4llm_quality.md).
 """
 from __future__ import annotations
 
@@ -55,6 +56,15 @@ class Tracer:
         steps = getattr(self.translator, "steps", None)  # an LLM translator's latest steps (agents/systems/llm.py)
         return steps[-1] if steps else None
 
+    def _steps_since(self, before) -> list:
+        """The steps added after `before` (a bounded deque: found by identity, from the newest back)."""
+        added = []
+        for step in reversed(getattr(self.translator, "steps", None) or ()):
+            if step is before:
+                break
+            added.append(step)
+        return added[::-1]
+
     def _text(self, units) -> str:
         return join_units(list(units), self.translator.target_unit)
 
@@ -62,13 +72,15 @@ class Tracer:
         """`call(*args)`, recorded: the step it added (a bounded deque: compared by identity, not length)."""
         before, step_before = self._text(self.translator.segment_units), self._latest_step()
         emission = call(*args)
-        step = self._latest_step()
-        step = step if step is not step_before else None
+        added = self._steps_since(step_before)
+        step = added[0] if added else None
         record = {"kind": kind, "now": round(self.cascade.now, 3), "words": [w.text for w in words]}
         if kind == "live":
             record["accessible"] = step.accessible_words if step else None
         record.update({"target_before": before, "draft": step.draft_text if step else None,
                        "emitted": self._text(emission.new_units)})
+        if len(added) > 1:  # a final draft cut as degenerate and drafted again (LLMTranslator._retry_final)
+            record["retry_drafts"] = [retry.draft_text for retry in added[1:]]
         self.records.append(record)
         self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
         return emission

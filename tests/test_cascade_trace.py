@@ -39,7 +39,9 @@ def test_records_keep_naming_their_step_once_the_translators_step_deque_is_full(
             return Emission(new_units=("x",))
 
         def finish_segment(self, words):
-            return Emission()  # a final step that adds no step
+            if len(words) == 2:  # a final draft and its retry (LLMTranslator._retry_final)
+                self.steps.extend([SimpleNamespace(draft_text="die, die"), SimpleNamespace(draft_text="wir")])
+            return Emission()  # else a final step that adds no step
 
     translator = FakeStepsTranslator()
     with (tmp_path / "t.jsonl").open("w") as out:
@@ -47,9 +49,12 @@ def test_records_keep_naming_their_step_once_the_translators_step_deque_is_full(
         for count in range(1, 6):
             translator.revise([SourceWord(f"w{i}", 0.0) for i in range(count)], now=1.0)
         translator.finish_segment([SourceWord("w0", 0.0)])
+        translator.finish_segment([SourceWord("w0", 0.0), SourceWord("w1", 0.0)])
     assert [r["accessible"] for r in tracer.records[:5]] == [1, 2, 3, 4, 5]
     assert [r["draft"] for r in tracer.records[:5]] == [f"draft {n}" for n in range(1, 6)]
     assert tracer.records[5]["kind"] == "final" and tracer.records[5]["draft"] is None
+    assert (tracer.records[6]["draft"], tracer.records[6]["retry_drafts"]) == ("die, die", ["wir"])
+    assert all("retry_drafts" not in r for r in tracer.records[:6])
 
 
 @pytest.mark.real_model
