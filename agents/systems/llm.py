@@ -264,9 +264,13 @@ class LLMTranslator(StreamingTranslator):
         prefix_units = list(self.segment_units)
         rest = ""
         for _ in range(self.config.final_retries):
+            if cut not in DEGENERATE_CUTS:  # most finals: nothing to decode again
+                break
+            # The retry continues right after the kept text, so the token to ban is the one that followed it (not the
+            # one that starts the next unit: a tokenizer may put the space between units in a token of its own).
             kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
             budget -= kept_tokens
-            if cut not in DEGENERATE_CUTS or kept_tokens == len(draft.tokens) or budget < 1:
+            if kept_tokens == len(draft.tokens) or budget < 1:
                 break
             prefix_units += split_units(kept, self.target_unit, continues=bool(prefix_units))
             target_prefix += kept
