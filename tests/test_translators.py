@@ -310,6 +310,26 @@ def test_policy_log_writes_each_segments_counts_and_eval_reports_the_gate_share(
     assert policy_scores(tmp_path / "absent") == {}
 
 
+def test_the_policy_log_counts_each_gate_rule_that_fired_apart():
+    """Every rule of the gate (`FailureReason`) has its own count, and the counts add up to gate_fired."""
+    import typing
+
+    from agents.systems.llm import PolicyStats, Step
+    from backends.hf.lm import Draft
+    from policies.alignatt import FailureReason, ScanResult, TokenDecision
+
+    stats = PolicyStats()
+    draft = Draft(prompt_length=4, tokens=[1, 2, 3])
+    reasons = typing.get_args(FailureReason)
+    accepted = TokenDecision(0, 0, 1.0, 0.0, 1.0, None)
+    for reason in (*reasons, "provenance_weak", None):
+        decisions = (accepted,) + ((TokenDecision(1, 1, 0.1, 0.9, 0.1, reason),) if reason else (accepted,))
+        stats.add(Step(None, draft, "", "", 1, scan=ScanResult(1 if reason else 2, decisions)))
+    counts = {reason: getattr(stats, f"gate_{reason}") for reason in reasons}
+    assert counts == {reason: 2 if reason == "provenance_weak" else 1 for reason in reasons}
+    assert stats.gate_fired == len(reasons) + 1 == sum(counts.values()) and stats.live_steps == len(reasons) + 2
+
+
 def test_eval_counts_drafts_that_ended_their_line_apart_from_degenerate_ones(tmp_path):
     """A draft that closes its line after translating a partial source is not degenerate: the policy log counts
     line ends and degenerate cuts (loops, echoes, restarts, foreign scripts) apart, live and final, and eval
@@ -389,6 +409,11 @@ def test_an_english_target_cuts_talk_about_the_prompts_text_but_not_the_language
 def test_the_soft_frontier_knob_refuses_a_mass_outside_zero_one_and_reaches_the_scan(tiny_lm):
     with pytest.raises(ConfigError, match="frontier_min_mass is an attention mass in \\[0, 1\\], got 1.5"):
         build_config(AlignAttConfig, {"model": "embedded", "frontier_min_mass": 1.5})
-    config = build_config(AlignAttConfig, {"model": "embedded", "frontier_min_mass": 0.03, "border": -2})
+    for name in ("source_mass_threshold", "argmax_mass_threshold"):
+        with pytest.raises(ConfigError, match=f"{name} is an attention mass in \\[0, 1\\], got -0.1"):
+            build_config(AlignAttConfig, {"model": "embedded", name: -0.1})
+    config = build_config(AlignAttConfig, {"model": "embedded", "frontier_min_mass": 0.03, "border": -2,
+                                           "source_mass_threshold": 0.1})
     translator = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm))
     assert translator.params.frontier_min_mass == 0.03 and translator.params.border == -2
+    assert translator.params.source_mass_threshold == 0.1

@@ -166,9 +166,11 @@ class AlignAttConfig(DraftingConfig):
             raise ConfigError("top_k_heads must be >= 1")
         if self.median_width < 1 or self.median_width % 2 == 0:
             raise ConfigError(f"median_width must be odd and >= 1, got {self.median_width}")
-        if not 0.0 <= self.frontier_min_mass <= 1.0:
-            raise ConfigError(f"frontier_min_mass is an attention mass in [0, 1], got {self.frontier_min_mass}; "
-                              "0 turns the soft frontier off")
+        for name, off in (("frontier_min_mass", "the soft frontier"), ("source_mass_threshold", "the tau_src gate"),
+                          ("argmax_mass_threshold", "the tau_argmax gate")):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:  # above 1 every token would be rejected: no output, no error
+                raise ConfigError(f"{name} is an attention mass in [0, 1], got {value}; 0 turns {off} off")
 
 
 @dataclass(frozen=True)

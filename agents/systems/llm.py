@@ -68,6 +68,11 @@ class Step:
         return self.scan is not None and self.scan.accepted_tokens < len(self.scan.decisions)
 
     @property
+    def gate_failure(self) -> str | None:
+        """The gate rule that rejected a draft token at this step (`policies.alignatt.FailureReason`), or None."""
+        return self.scan.decisions[-1].failure if self.gate_fired else None
+
+    @property
     def gate_stopped_tokens(self) -> int:
         """Draft tokens the gate withheld: from the first rejected one to the end of the draft."""
         if self.scan is None or self.draft is None:
@@ -79,7 +84,9 @@ class Step:
 class PolicyStats:
     """Counts over a stream's steps: how often the policy held back part of a draft.
 
-    gate_fired: steps where the AlignAtt gate rejected a token; gate_stopped_tokens: draft tokens withheld by it;
+    gate_fired: steps where the AlignAtt gate rejected a token, split by the rule that did in gate_source_frontier
+    (the attention peak), gate_argmax_mass_weak (tau_argmax), gate_provenance_weak (tau_src) and gate_nonfinite;
+    gate_stopped_tokens: draft tokens withheld by it;
     degenerate: drafts cut by the DraftGuard because they stopped being a translation; line_breaks: drafts that
     ended their line (the guard cuts them there too, but that is how a one-line translation ends); skipped: steps
     whose source could not be mapped; final_retries: final drafts made again after a degenerate cut (counted apart
@@ -89,6 +96,10 @@ class PolicyStats:
     live_steps: int = 0
     draft_tokens: int = 0
     gate_fired: int = 0
+    gate_source_frontier: int = 0
+    gate_argmax_mass_weak: int = 0
+    gate_provenance_weak: int = 0
+    gate_nonfinite: int = 0
     gate_stopped_tokens: int = 0
     degenerate: int = 0
     line_breaks: int = 0
@@ -115,6 +126,9 @@ class PolicyStats:
         self.live_steps += 1
         self.draft_tokens += len(step.draft.tokens)
         self.gate_fired += step.gate_fired
+        if step.gate_fired:
+            name = f"gate_{step.gate_failure}"
+            setattr(self, name, getattr(self, name) + 1)
         self.gate_stopped_tokens += step.gate_stopped_tokens
         self.degenerate += step.degenerate
         self.line_breaks += step.cut == LINE_BREAK
