@@ -56,6 +56,32 @@ def words_within(whitespace_spans: Sequence[tuple[int, int]], end: int) -> int:
     return sum(1 for _, word_end in whitespace_spans if word_end <= end)
 
 
+def token_labels(token_spans: Sequence[tuple[int, int]], whitespace_spans: Sequence[tuple[int, int]],
+                 supported: int) -> list[bool | None]:
+    """Per draft token (character spans in the target text): True inside the first `supported` words, False on the
+    first word past them, None after it (its attention depends on what the gate already let through)."""
+    inside_end = whitespace_spans[supported - 1][1] if supported else 0
+    past = whitespace_spans[supported] if supported < len(whitespace_spans) else None
+    labels: list[bool | None] = []
+    for start, end in token_spans:
+        if end <= inside_end:
+            labels.append(True)
+        elif past is not None and start < past[1] and end > past[0]:
+            labels.append(False)
+        else:
+            labels.append(None)
+    return labels
+
+
+def separation_auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
+    """P(a positive scores above a negative), ties counting one half (the Mann-Whitney AUC); nan if either is empty."""
+    positives, negatives = np.asarray(positives, float), np.asarray(negatives, float)
+    if not len(positives) or not len(negatives):
+        return float("nan")
+    above = (positives[:, None] > negatives[None, :]).sum() + 0.5 * (positives[:, None] == negatives[None, :]).sum()
+    return float(above / (len(positives) * len(negatives)))
+
+
 def cut_points(source_words: int, per_pair: int) -> list[int]:
     """Up to `per_pair` source prefixes (1 .. words - 1 read), evenly spread."""
     candidates = list(range(1, source_words))
@@ -138,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     waitks = [int(k) for k in args.waitk.split(",")]
 
     cuts: list[Cut] = []
+    masses = {name: {True: [], False: []} for name in head_sets}  # head set -> supported? -> token source masses
     skipped = 0
     started = time.monotonic()
     for pair in pairs:
@@ -187,6 +214,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             for k in waitks:
                 emitted[f"wait-{k}"] = max(committed, min(read - k, words_within(whitespace_spans, draft_end)))
             cuts.append(Cut(pair.pair_id, read, committed, supported, emitted))
+            labels = token_labels([(start - target_start, end - target_start) for start, end in
+                                   (offsets[i] for i in positions)], whitespace_spans, supported)
+            for name, heads in head_sets.items():
+                source_mass = rows[:, [column[h] for h in heads], :].sum(axis=2).mean(axis=1)  # [T]
+                for label, mass in zip(labels, source_mass):
+                    if label is not None:
+                        masses[name][label].append(float(mass))
     elapsed = time.monotonic() - started
 
     print(f"# {len(pairs)} pairs of the {args.split} split ({direction}), {len(cuts)} cuts, {skipped} skipped; "
@@ -198,6 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         s = summarise(cuts, policy)
         print(f"| {policy} | {s['emitted']:.2f} | {s['over_words']:.2f} | {s['over_rate']:.1%} | "
               f"{s['under_words']:.2f} | {s['exact']:.1%} |")
+    for name, by_label in masses.items():
+        print(f"# {name}: head-averaged source mass, draft tokens inside G(n) {np.mean(by_label[True]):.3f} "
+              f"({len(by_label[True])}), of the first word past it {np.mean(by_label[False]):.3f} "
+              f"({len(by_label[False])}); AUC {separation_auc(by_label[True], by_label[False]):.3f}")
     return 0
 
 

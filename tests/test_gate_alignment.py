@@ -1,9 +1,11 @@
 """The gold supported prefix of benchmarks/gate_alignment.py: which target words a source prefix supports under a
 word alignment, and how emitted characters become emitted words."""
+import numpy as np
 import pytest
 
 from backends.hf.calibrate import locate_words, whitespace_word_spans
-from benchmarks.gate_alignment import Cut, cut_points, head_spec, summarise, supported_prefix, words_within
+from benchmarks.gate_alignment import (Cut, cut_points, head_spec, separation_auc, summarise, supported_prefix,
+                                      token_labels, words_within)
 
 TARGET = "Was ist also unsere Lösung?"
 # The aligner's words (punctuation apart) and its links: "So" (source 0) -> "also", "solution" (source 4) -> "Lösung".
@@ -56,3 +58,18 @@ def test_head_specs_name_a_file_and_an_optional_top_k():
     assert head_spec("four=C:/heads/a.json:4") == ("four", "C:/heads/a.json", 4)
     with pytest.raises(SystemExit, match="NAME=FILE"):
         head_spec("backends/heads/a.json")
+
+
+def test_draft_tokens_are_labelled_inside_the_supported_prefix_on_the_next_word_or_not_at_all():
+    whitespace = whitespace_word_spans(TARGET)  # Was | ist | also | unsere | Lösung?
+    tokens = [(0, 3), (3, 7), (7, 12), (12, 15), (15, 19), (19, 26)]  # " also" spans its space; "uns"+"ere"
+    assert token_labels(tokens, whitespace, supported=2) == [True, True, False, None, None, None]
+    assert token_labels(tokens, whitespace, supported=0) == [False, None, None, None, None, None]
+    assert token_labels(tokens, whitespace, supported=5) == [True] * 6
+
+
+def test_separation_auc_is_the_share_of_pairs_ordered_right_with_ties_as_half():
+    assert separation_auc([0.9, 0.8], [0.1, 0.2]) == 1.0
+    assert separation_auc([0.1], [0.9]) == 0.0
+    assert separation_auc([0.5, 0.9], [0.5]) == 0.75
+    assert np.isnan(separation_auc([], [0.5]))
