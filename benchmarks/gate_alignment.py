@@ -23,7 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from backends.hf.calibrate import gold_source_words, locate_words, source_attention_rows, whitespace_word_spans
+from backends.hf.calibrate import (PairSkipped, gold_source_words, locate_words, source_attention_rows,
+                                   teacher_forced_prompt, whitespace_word_spans)
 from common import datasets
 from policies.alignatt import AlignAttParams, scan_draft
 
@@ -46,9 +47,7 @@ def supported_prefix(gold: dict[int, set[int]], target_word_spans: Sequence[tupl
     target words, located in the target text) to whitespace source-word indices."""
     stop = min((target_word_spans[index][0] for index, sources in gold.items()
                 if target_word_spans[index] is not None and max(sources) >= read), default=None)
-    if stop is None:
-        return len(whitespace_spans)
-    return sum(1 for _, end in whitespace_spans if end <= stop)
+    return len(whitespace_spans) if stop is None else words_within(whitespace_spans, stop)
 
 
 def words_within(whitespace_spans: Sequence[tuple[int, int]], end: int) -> int:
@@ -135,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from backends.heads import default_heads, load_heads
     from backends.hf.lm import CausalLM
-    from backends.hf.prompt import PromptBuilder, PromptError
+    from backends.hf.prompt import PromptBuilder
     from backends.models import EMBEDDED_MODEL, load_causal_lm
     from agents.cli import split_data_dir
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -183,17 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if committed >= len(whitespace_spans):
                 continue  # nothing left to decide at this cut
             try:
-                prompt = builder.build(source_words[:read], target)
-            except PromptError:
-                skipped += 1
-                continue
-            target_start = prompt.text.rfind(target)
-            encoding = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
-            if target_start < 0 or list(encoding["input_ids"]) != prompt.token_ids:
+                prompt, offsets, target_start = teacher_forced_prompt(builder, source_words[:read], target)
+            except PairSkipped:
                 skipped += 1
                 continue
             draft_from = target_start + (whitespace_spans[committed - 1][1] if committed else 0)
-            offsets = encoding["offset_mapping"]
             positions = np.array([i for i, (start, end) in enumerate(offsets)
                                   if end > start and end > draft_from and start >= target_start])
             positions = positions[: args.max_new_tokens]
@@ -201,9 +194,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             rows = source_attention_rows(lm, prompt, positions, all_heads)  # [T, H, S]
             draft_end = offsets[positions[-1]][1] - target_start
+            labels = token_labels([(start - target_start, end - target_start) for start, end in
+                                   (offsets[i] for i in positions)], whitespace_spans, supported)
             emitted: dict[str, int] = {}
             for name, heads in head_sets.items():
                 selected = rows[:, [column[h] for h in heads], :]
+                source_mass = selected.sum(axis=2).mean(axis=1)  # [T] head-averaged
+                for label, mass in zip(labels, source_mass):
+                    if label is not None:
+                        masses[name][label].append(float(mass))
                 for border, threshold in itertools.product(borders, source_mass_thresholds):
                     params = AlignAttParams(border=border, median_width=args.median_width,
                                             frontier_min_mass=args.frontier_min_mass, source_mass_threshold=threshold)
@@ -214,13 +213,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             for k in waitks:
                 emitted[f"wait-{k}"] = max(committed, min(read - k, words_within(whitespace_spans, draft_end)))
             cuts.append(Cut(pair.pair_id, read, committed, supported, emitted))
-            labels = token_labels([(start - target_start, end - target_start) for start, end in
-                                   (offsets[i] for i in positions)], whitespace_spans, supported)
-            for name, heads in head_sets.items():
-                source_mass = rows[:, [column[h] for h in heads], :].sum(axis=2).mean(axis=1)  # [T]
-                for label, mass in zip(labels, source_mass):
-                    if label is not None:
-                        masses[name][label].append(float(mass))
     elapsed = time.monotonic() - started
 
     print(f"# {len(pairs)} pairs of the {args.split} split ({direction}), {len(cuts)} cuts, {skipped} skipped; "

@@ -191,14 +191,12 @@ def model_geometry(model) -> tuple[int, int]:
     return int(config.num_hidden_layers), int(config.num_attention_heads)
 
 
-def score_prompt_layout(builder: PromptBuilder, pair: "AlignedPair", min_confidence: float,
-                        ) -> tuple[TranslationPrompt, AlignedTokens]:
-    """The teacher-forced prompt of `pair` and its aligned target tokens; PairSkipped when it cannot be built."""
-    target = pair.target_text.strip()
-    if not target or not pair.source_text.split():
-        raise PairSkipped("empty source or target text")
+def teacher_forced_prompt(builder: PromptBuilder, source_words: Sequence[str], target: str,
+                          ) -> tuple[TranslationPrompt, list[tuple[int, int]], int]:
+    """The prompt of `source_words` with `target` as the assistant's text, the character offsets of its tokens and
+    where `target` starts in its text; PairSkipped when it cannot be built or the offsets do not fit its tokens."""
     try:
-        prompt = builder.build(pair.source_text.split(), target)
+        prompt = builder.build(source_words, target)
     except PromptError as error:
         raise PairSkipped(f"prompt: {error}") from None
     target_start = prompt.text.rfind(target)
@@ -207,7 +205,17 @@ def score_prompt_layout(builder: PromptBuilder, pair: "AlignedPair", min_confide
     encoding = builder.tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
     if list(encoding["input_ids"]) != prompt.token_ids:
         raise PairSkipped("re-tokenising the prompt text does not give the prompt's token ids")
-    tokens = aligned_target_tokens(pair, encoding["offset_mapping"], target_start, min_confidence)
+    return prompt, list(encoding["offset_mapping"]), target_start
+
+
+def score_prompt_layout(builder: PromptBuilder, pair: "AlignedPair", min_confidence: float,
+                        ) -> tuple[TranslationPrompt, AlignedTokens]:
+    """The teacher-forced prompt of `pair` and its aligned target tokens; PairSkipped when it cannot be built."""
+    target = pair.target_text.strip()
+    if not target or not pair.source_text.split():
+        raise PairSkipped("empty source or target text")
+    prompt, token_offsets, target_start = teacher_forced_prompt(builder, pair.source_text.split(), target)
+    tokens = aligned_target_tokens(pair, token_offsets, target_start, min_confidence)
     if len(tokens.positions) and tokens.positions[0] <= prompt.source_positions[-1]:
         raise PairSkipped("aligned target tokens overlap the source span")
     return prompt, tokens
