@@ -1,6 +1,6 @@
 """Where a one-line translation draft stops being a translation: at a line break, a loop, a restart of the
-translation, an echo of the prompt's instructions, a switch to a script the target language does not use, or past
-the length its source can need.
+translation, an echo of the prompt's instructions, a switch to a script the target language does not use, a copy
+of the source instead of its translation, or past the length its source can need.
 Pure text rules shared by every LLM translator and backend.
 """
 
@@ -131,6 +131,35 @@ def restart_start(prefix_units: Sequence[str], draft_units: Sequence[str], unit:
     return None
 
 
+COPY_LOWER_CASE = 2  # of a copied run's units, at least this many written in lower case (see `copy_start`)
+
+
+def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_words: Sequence[str],
+               run: int) -> int | None:
+    """Index, in `draft_units`, where the target (committed `prefix_units` + draft) starts repeating `run`
+    consecutive source words in order, case and punctuation aside, with at least COPY_LOWER_CASE of those units
+    written in lower case; None if it never does (or `run` < 1). The model is copying the source instead of
+    translating it ("So was needed for a good generalization?"); the names and terms a translation keeps are mostly
+    capitalised, and a run that begins in the prefix is reported at the draft's first unit."""
+    if run < 1 or len(source_words) < run:
+        return None
+    source_keys = [_normalized(word) for word in source_words]
+    source_runs = {tuple(source_keys[i:i + run]) for i in range(len(source_keys) - run + 1)}
+    units = [*prefix_units, *draft_units]
+    keys = [_normalized(u) for u in units]
+    for index in range(max(0, len(prefix_units) - run + 1), len(keys) - run + 1):
+        if tuple(keys[index:index + run]) in source_runs and sum(
+                _lower_case(u) for u in units[index:index + run]) >= min(COPY_LOWER_CASE, run):
+            return max(0, index - len(prefix_units))
+    return None
+
+
+def _lower_case(unit: str) -> bool:
+    """Whether a unit has letters and all of them are lower case ("the", "don't"; not "I'm", "GPU" or "3")."""
+    letters = [c for c in unit if c.isalpha()]
+    return bool(letters) and all(c.islower() for c in letters)
+
+
 def loop_free_length(prefix_units: Sequence[str], draft_text: str, unit: Unit) -> int | None:
     """Length of the part of `draft_text` before a loop that the committed `prefix_units` plus the draft end in,
     or None when they end in no loop. The loop may begin inside the prefix; the cut never goes before the draft."""
@@ -145,6 +174,9 @@ def loop_free_length(prefix_units: Sequence[str], draft_text: str, unit: Unit) -
 # ends, often after translating a partial source well; the other cuts mean the draft stopped being a translation.
 LINE_BREAK, FOREIGN_SCRIPT, ECHO, RESTART, LOOP = "line break", "foreign script", "echo", "restart", "loop"
 DEGENERATE_CUTS = (FOREIGN_SCRIPT, ECHO, RESTART, LOOP)
+# A draft that copies the source (`DraftGuard.copy_length`) is still text about the source, only not translated:
+# nothing is committed from the copy on while the source runs, and a final draft is made again from it.
+COPY = "copied source"
 
 
 @dataclass(frozen=True)
@@ -155,6 +187,7 @@ class DraftGuard:
     unit: Unit
     target_lang: str
     instruction_words: tuple[str, ...] = field(default=())  # the prompt's system and instruction text, as words
+    copy_run: int = 0  # `copy_length`: this many consecutive source words repeated in the draft are a copy; 0: off
 
     def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = ()
                       ) -> tuple[int, str]:
@@ -178,6 +211,13 @@ class DraftGuard:
         if loop is not None:
             length, cut = loop, LOOP
         return length, cut
+
+    def copy_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str]) -> int | None:
+        """Length of the part of `draft_text` (the continuation of `prefix_units`) before it starts copying
+        `source_words` (`copy_start` with `copy_run` words), or None where it does not."""
+        units = split_units(draft_text, self.unit)
+        start = copy_start(prefix_units, units, source_words, self.copy_run)
+        return None if start is None else units_prefix_length(draft_text, self.unit, start)
 
 
 def final_budget(source_tokens: int, target_prefix_tokens: int, ratio: float, slack: int, cap: int) -> int:

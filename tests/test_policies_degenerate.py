@@ -2,6 +2,7 @@
 import pytest
 
 from policies.degenerate import (
+    COPY,
     DEGENERATE_CUTS,
     ECHO,
     FOREIGN_SCRIPT,
@@ -9,6 +10,7 @@ from policies.degenerate import (
     LOOP,
     RESTART,
     DraftGuard,
+    copy_start,
     echo_start,
     echo_words,
     final_budget,
@@ -149,3 +151,39 @@ def test_echo_words_are_the_instructions_except_for_an_english_target():
     # an English translation may share the instructions' words; only "Czech text"-like phrases remain echoes
     assert echo_start(["The", "Czech", "Presidency", "supports", "it"], english) is None
     assert echo_start(["The", "Czech", "text", "says"], english) == 1
+
+
+SOURCE = "So what is needed for a good generalization ?".split()
+
+
+@pytest.mark.parametrize("prefix, draft, start", [
+    ("", "So was needed for a good generalization?", 2),  # the 0.5B model's copy (MCIF, offline row)
+    ("", "So was benötigt für eine gute Generalisierung?", None),
+    ("So was needed", "for a good generalization?", 0),  # a run that began in the committed prefix
+    ("So was", "needed for a good", 0),
+    ("So was", "needed for a", None),  # three words: not yet a copy
+    ("", "Was ist für eine gute generalization nötig?", None),  # one kept term is no copy
+])
+def test_a_run_of_source_words_in_order_is_a_copy(prefix, draft, start):
+    assert copy_start(prefix.split(), draft.split(), SOURCE, 4) == start
+
+
+def test_a_copy_needs_lower_case_words_and_source_order():
+    source = "We thank Strong Black Women Inc for the data".split()
+    assert copy_start([], "Wir danken Strong Black Women Inc für die Daten".split(), source, 4) is None  # a name
+    assert copy_start([], "Wir danken for the data".split(), source, 3) == 2
+    assert copy_start([], "data the for Wir".split(), source, 3) is None  # the words, not in the source's order
+    assert copy_start([], "needed for a good".split(), SOURCE, 0) is None  # off
+    assert copy_start([], "So what".split(), SOURCE, 4) is None
+
+
+def test_the_guard_reports_where_a_copy_begins_apart_from_its_cuts():
+    guard = DraftGuard("word", "de", copy_run=4)
+    draft = "So was needed for a good generalization?"
+    assert guard.usable_length([], draft, SOURCE) == (len(draft), "")  # a copy ends no draft
+    assert draft[:guard.copy_length([], draft, SOURCE)] == "So was"
+    assert DraftGuard("word", "de").copy_length([], draft, SOURCE) is None  # off by default in the rule's own class
+    assert COPY not in DEGENERATE_CUTS
+    chinese = DraftGuard("char", "zh", copy_run=4)
+    text = "所以 what is needed for"
+    assert text[:chinese.copy_length([], text, SOURCE)] == "所以"

@@ -347,13 +347,16 @@ def test_eval_counts_drafts_that_ended_their_line_apart_from_degenerate_ones(tmp
     for cut in (LINE_BREAK, LINE_BREAK, LOOP, "", ""):
         stats.add(Step(None, draft, "", "", 1, cut=cut))
     for cut in (LINE_BREAK, ECHO):
-        stats.add(Step(None, draft, "", "", 1, final=True, cut=cut))
+        stats.add(Step(None, draft, "", "", 1, final=True, cut=cut, copied=cut == ECHO))
+    stats.add(Step(None, draft, "", "", 1, copied=True))
     assert (stats.line_breaks, stats.degenerate, stats.final_line_breaks, stats.final_degenerate) == (2, 1, 1, 1)
+    assert (stats.copied, stats.final_copied) == (1, 1)
     assert not Step(None, draft, "", "", 1, cut=LINE_BREAK).degenerate and Step(None, draft, "", "", 1, cut=ECHO).degenerate
     (tmp_path / POLICY_LOG).write_text(json.dumps(dataclasses.asdict(stats)) + "\n")
     scores = policy_scores(tmp_path)
-    assert scores["degenerate drafts (%)"] == pytest.approx(100 * 2 / 7)
-    assert scores["line-ended drafts (%)"] == pytest.approx(100 * 3 / 7)
+    assert scores["degenerate drafts (%)"] == pytest.approx(100 * 2 / 8)
+    assert scores["line-ended drafts (%)"] == pytest.approx(100 * 3 / 8)
+    assert scores["copying drafts (%)"] == pytest.approx(100 * 2 / 8)
 
 
 def test_streams_on_server_threads_share_no_tokenizer_state(tiny_lm):
@@ -417,3 +420,80 @@ def test_the_soft_frontier_knob_refuses_a_mass_outside_zero_one_and_reaches_the_
     translator = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm))
     assert translator.params.frontier_min_mass == 0.03 and translator.params.border == -2
     assert translator.params.source_mass_threshold == 0.1
+
+
+class CopyingSession:
+    """Stands in for a model session (a fake: it copies its source on purpose, as the 0.5B model does by accident):
+    given n read source words, drafts `opening` and then copies the source from its fourth word on; a first token it
+    may not write makes it take the next of `after_ban` (what the model would write instead)."""
+
+    def __init__(self, tokenizer, source: list[str], opening: str, after_ban: list[str]):
+        self.tokenizer, self.source, self.opening, self.after_ban = tokenizer, source, opening, after_ban
+        self.banned_calls = 0
+
+    def reset(self):
+        pass
+
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+        from backends.hf.lm import Draft
+
+        prompt = self.tokenizer.decode(prompt_ids)
+        read = max(n for n in range(1, len(self.source) + 1) if " ".join(self.source[:n]) in prompt)
+        prefix = prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
+        text = " ".join([self.opening, *self.source[3:read]])
+        if banned_first_tokens:
+            self.banned_calls += 1
+            text = prefix + self.after_ban[self.banned_calls - 1]
+        assert text.startswith(prefix), f"the prompt's target {prefix!r} is not the model's text {text!r}"
+        draft = Draft(prompt_length=len(prompt_ids))
+        for token in self.tokenizer.encode(text[len(prefix):], add_special_tokens=False):
+            draft.tokens.append(token)
+            if len(draft.tokens) == max_new_tokens or (stop is not None and stop(draft)):
+                return draft
+        assert not (banned_first_tokens and draft.tokens) or draft.tokens[0] not in banned_first_tokens
+        draft.finished = True
+        return draft
+
+
+COPIED = "So what is needed for a good generalization?".split()
+
+
+@pytest.mark.parametrize("after_ban, expected", [
+    ([" benötigt für eine gute Generalisierung?"], "So was benötigt für eine gute Generalisierung?"),
+    ([" is needed for a good generalization?"], "So was needed for a good generalization?"),  # copies again: kept
+    ([""], "So was needed for a good generalization?"),  # gives nothing: the copy is kept
+])
+def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tiny_lm, after_ban, expected):
+    """"So was needed for a good generalization?" (the 0.5B model, MCIF): from "needed" the draft repeats the
+    source. The final draft is made again from there with another first token; where that one copies as well, or
+    writes nothing, the copy is kept (an untranslated sentence still says more than a missing one)."""
+    session = CopyingSession(tiny_lm.tokenizer, COPIED, "So was", after_ban)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60))  # only the final step drafts
+    assert " ".join(unit for e in stream(translator, COPIED) for unit in e.new_units) == expected
+    assert session.banned_calls == 1
+    stats = translator.stats
+    assert (stats.final_copied, stats.final_retries, stats.final_retries_copied) == (1, 1, int("needed" in after_ban[0]))
+    off = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, copy_guard_words=0))
+    assert " ".join(unit for e in stream(off, COPIED) for unit in e.new_units) == " ".join(["So was", *COPIED[3:]])
+    assert session.banned_calls == 1 and off.stats.final_copied == 0
+    with pytest.raises(ConfigError, match="copy_guard_words must be >= 0"):
+        build_config(WaitkConfig, {"copy_guard_words": -1})
+
+
+def test_a_live_step_commits_nothing_from_where_its_draft_copies_the_source(tiny_lm):
+    """A live draft's copy is seen once it repeats four read source words in order; from then on no live step
+    commits it (the words before it went out: a guard sees only what has been read), and the final draft is made
+    again from the first uncommitted word."""
+    session = CopyingSession(tiny_lm.tokenizer, COPIED, "So was", [" eine gute Generalisierung?"])
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    translator = AlignAttTranslator(lm, AlignAttConfig(border=1000, final_max_new_tokens=60), heads_of(tiny_lm))
+    translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+        (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    emissions = stream(translator, COPIED)
+    live = [list(e.new_units) for e in emissions[:-1]]
+    # A live step keeps a finished draft's last word back; at 7 words read "needed for a good" is a copy.
+    assert live == [["So"], [], [], ["was"], ["needed"], ["for"], [], []]
+    assert [s.copied for s in translator.steps if not s.final] == [False] * 6 + [True, True]
+    assert translator.stats.copied == 2
+    assert list(emissions[-1].new_units) == ["eine", "gute", "Generalisierung?"]

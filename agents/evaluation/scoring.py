@@ -184,7 +184,8 @@ def score_offline(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
 def policy_scores(run_dir: Path) -> dict[str, float]:
     """From the translator's policy log (if the run wrote one), in percent: the share of live steps where the
     AlignAtt gate withheld draft tokens, of drafts cut because they stopped being a translation (a loop, an echo, a
-    restart, a foreign script) and of drafts that ended their line (a translation's normal end, counted apart)."""
+    restart, a foreign script), of drafts that ended their line (a translation's normal end, counted apart) and of
+    drafts that copied the source (`copy_guard_words`)."""
     log = run_dir / POLICY_LOG
     if not log.is_file():
         return {}
@@ -197,6 +198,8 @@ def policy_scores(run_dir: Path) -> dict[str, float]:
             "degenerate drafts (%)": 100.0 * (totals.get("degenerate", 0) + totals.get("final_degenerate", 0))
             / max(live + final, 1),
             "line-ended drafts (%)": 100.0 * (totals.get("line_breaks", 0) + totals.get("final_line_breaks", 0))
+            / max(live + final, 1),
+            "copying drafts (%)": 100.0 * (totals.get("copied", 0) + totals.get("final_copied", 0))
             / max(live + final, 1)}
 
 

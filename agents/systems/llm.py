@@ -20,7 +20,7 @@ from backends.hf.lm import CausalLM, Draft
 from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt, language_name
 from backends.models import stream_tokenizer
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
-from policies.degenerate import DEGENERATE_CUTS, LINE_BREAK, DraftGuard, echo_words, final_budget
+from policies.degenerate import COPY, DEGENERATE_CUTS, LINE_BREAK, DraftGuard, echo_words, final_budget
 from policies.frontier import accessible_word_count
 from policies.local_agreement import agreed_prefix
 from policies.transcript import ends_sentence
@@ -43,7 +43,9 @@ class Step:
 
     cut: the rule of `policies.degenerate.DraftGuard` that ended the draft ("" where none did): a line break (the
     translation's line ended) or a degenerate cut (a loop, an echo, a restart, a foreign script).
-    retry: a final draft made again after the previous one's degenerate cut (`LLMTranslator._retry_final`).
+    retry: a final draft made again after the previous one's degenerate cut or copy (`LLMTranslator._retry_final`).
+    copied: the draft's usable text copies the source from some unit on (`DraftGuard.copy_length`): a live step
+    commits nothing from there, a final one is made again from there.
     """
 
     prompt: TranslationPrompt | None
@@ -56,6 +58,7 @@ class Step:
     cut: str = ""
     skipped: str = ""  # why no draft was made (a source the prompt cannot map), else empty
     retry: bool = False
+    copied: bool = False
 
     @property
     def degenerate(self) -> bool:
@@ -90,7 +93,9 @@ class PolicyStats:
     degenerate: drafts cut by the DraftGuard because they stopped being a translation; line_breaks: drafts that
     ended their line (the guard cuts them there too, but that is how a one-line translation ends); skipped: steps
     whose source could not be mapped; final_retries: final drafts made again after a degenerate cut (counted apart
-    from final_steps), final_retries_degenerate: those cut as degenerate again.
+    from final_steps), final_retries_degenerate: those cut as degenerate again; copied, final_copied and
+    final_retries_copied: live drafts, final drafts and retries that copied the source (a final draft keeps its copy
+    where its retry copies too).
     """
 
     live_steps: int = 0
@@ -108,6 +113,9 @@ class PolicyStats:
     final_line_breaks: int = 0
     final_retries: int = 0
     final_retries_degenerate: int = 0
+    copied: int = 0
+    final_copied: int = 0
+    final_retries_copied: int = 0
     skipped: int = 0
 
     def add(self, step: "Step") -> None:
@@ -117,10 +125,12 @@ class PolicyStats:
         if step.retry:
             self.final_retries += 1
             self.final_retries_degenerate += step.degenerate
+            self.final_retries_copied += step.copied
             return
         if step.final:
             self.final_steps += 1
             self.final_degenerate += step.degenerate
+            self.final_copied += step.copied
             self.final_line_breaks += step.cut == LINE_BREAK
             return
         self.live_steps += 1
@@ -132,6 +142,7 @@ class PolicyStats:
         self.gate_stopped_tokens += step.gate_stopped_tokens
         self.degenerate += step.degenerate
         self.line_breaks += step.cut == LINE_BREAK
+        self.copied += step.copied
 
 
 class LLMTranslator(StreamingTranslator):
@@ -147,7 +158,7 @@ class LLMTranslator(StreamingTranslator):
         prompt_words_to_avoid = echo_words(f"{self.prompts.system} {self.prompts.instruction}".split(),
                                            language_name(config.source_lang), language_name(config.target_lang),
                                            config.target_lang)
-        self.guard = DraftGuard(self.target_unit, config.target_lang, prompt_words_to_avoid)
+        self.guard = DraftGuard(self.target_unit, config.target_lang, prompt_words_to_avoid, config.copy_guard_words)
         self.session = lm.session(heads)
         self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
@@ -252,9 +263,18 @@ class LLMTranslator(StreamingTranslator):
         if not final:
             committed_length = min(committed_length, self._committable_length(draft, accepted))
         committed = draft_text[:committed_length]
-        self._record(Step(prompt, draft, draft_text, committed, accessible, scan, final, cut))
-        if final:
+        # A copy shows in the draft's words after the committable part too ("needed for a | good" read in full).
+        copied = self._copy_length(draft_text[:usable])
+        if copied is not None:
+            copied = min(copied, len(committed))
+        self._record(Step(prompt, draft, draft_text, committed if copied is None else committed[:copied], accessible,
+                          scan, final, cut, copied=copied is not None))
+        if final and copied is not None:
+            committed = committed[:copied] + self._retry_copy(source, target_prefix, draft, committed, copied, budget)
+        elif final:
             committed += self._retry_final(source, target_prefix, draft, committed, cut, budget)
+        elif copied is not None:
+            committed = committed[:copied]
         units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
         if not final and self.config.withhold_sentence_end:
             units = units_before_sentence_end(units, self.config.target_lang)
@@ -268,17 +288,30 @@ class LLMTranslator(StreamingTranslator):
         return final_budget(source_tokens, prefix_tokens, self.config.final_budget_ratio,
                             self.config.final_budget_slack, self.config.final_max_new_tokens)
 
+    def _retry_copy(self, source: list[str], target_prefix: str, draft: Draft, committed: str, copied: int,
+                    budget: int) -> str:
+        """The rest of a final translation whose draft began copying the source at `committed[copied:]`: drafted
+        again from there (`_retry_final`), or the copy itself where the new draft copies too or gives nothing (an
+        untranslated sentence still says more than a missing one). "So was | needed for a good generalization?"
+        becomes "So was | benötigt für eine gute Generalisierung."."""
+        kept = committed[:copied]
+        retried = self._retry_final(source, target_prefix, draft, kept, COPY, budget)
+        prefix_units = [*self.segment_units, *split_units(kept, self.target_unit, continues=bool(self.segment_units))]
+        if retried.strip() and self._copy_length(retried, prefix_units) is None:
+            return retried
+        return committed[copied:]
+
     def _retry_final(self, source: list[str], target_prefix: str, draft: Draft, kept: str, cut: str,
                      budget: int) -> str:
         """The rest of a final translation that a degenerate cut ended (a loop, a restart, an echo, a foreign
-        script: `policies.degenerate.DEGENERATE_CUTS`), or "": drafted again after the text the draft `kept`, with
-        any first token but the one its degenerate part began with, within what is left of the final `budget`; up
-        to `final_retries` times. Without it, "... die Bedeutung des Codes für die, die, die" loses the rest of
+        script: `policies.degenerate.DEGENERATE_CUTS`) or a copy of the source began (`_retry_copy`), or "": drafted
+        again after the text the draft `kept`, with any first token but the one its cut part began with, within what
+        is left of the final `budget`; up to `final_retries` times. Without it, "... die Bedeutung des Codes für die, die, die" loses the rest of
         the sentence ("whether to emit or not a partial translation ...")."""
         prefix_units = list(self.segment_units)
         rest = ""
         for _ in range(self.config.final_retries):
-            if cut not in DEGENERATE_CUTS:  # most finals: nothing to decode again
+            if cut not in (*DEGENERATE_CUTS, COPY):  # most finals: nothing to decode again
                 break
             # The retry continues right after the kept text, so the token to ban is the one that followed it (not the
             # one that starts the next unit: a tokenizer may put the space between units in a token of its own).
@@ -295,7 +328,9 @@ class LLMTranslator(StreamingTranslator):
             draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "")
             usable, cut = self._usable_length(draft_text, prefix_units)
             kept = draft_text[:committable_prefix_length(draft_text[:usable], "", self.target_unit)]
-            self._record(Step(prompt, draft, draft_text, kept, len(source), final=True, cut=cut, retry=True))
+            copied = self._copy_length(kept, prefix_units) is not None
+            self._record(Step(prompt, draft, draft_text, kept, len(source), final=True, cut=cut, retry=True,
+                              copied=copied))
             rest += kept
         return rest
 
@@ -307,6 +342,12 @@ class LLMTranslator(StreamingTranslator):
         `prefix_units` (default: the segment's emitted units)."""
         prefix = self.segment_units if prefix_units is None else prefix_units
         return self.guard.usable_length(prefix, draft_text, [w.text for w in self.source_words])
+
+    def _copy_length(self, text: str, prefix_units: Sequence[str] | None = None) -> int | None:
+        """Length of `text` (after `prefix_units`, default the segment's emitted units) before it starts copying the
+        segment's source (`policies.degenerate.DraftGuard.copy_length`), or None."""
+        prefix = self.segment_units if prefix_units is None else prefix_units
+        return self.guard.copy_length(prefix, text, [w.text for w in self.source_words])
 
     def _translation_over(self, draft: Draft, prefix_units: Sequence[str] | None = None) -> bool:
         """Stop condition of every draft: the guard cut it, at the end of its line or where it stopped being a
