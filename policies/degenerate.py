@@ -72,17 +72,19 @@ def first_loop_start(units: Sequence[str], unit: Unit) -> int | None:
     return None
 
 
+def _runs(words: Sequence[str], size: int) -> set[tuple[str, ...]]:
+    """Every `size` consecutive words of `words`, as a loop compares them (`_normalized`)."""
+    keys = [_normalized(w) for w in words]
+    return {tuple(keys[i:i + size]) for i in range(len(keys) - size + 1)}
+
+
 ECHO_WORDS = 2  # this many consecutive words of the prompt's instructions (and not of the source) are an echo
 
 
 def echo_start(units: Sequence[str], instruction_words: Sequence[str], source_words: Sequence[str] = ()) -> int | None:
     """Index of the first unit where ECHO_WORDS consecutive units repeat consecutive words of the instructions
     ("German translation is: ...") that the source does not also hold (a name may be in both), or None."""
-    def ngrams(words: Sequence[str]) -> set[tuple[str, ...]]:
-        keys = [_normalized(w) for w in words]
-        return {tuple(keys[i:i + ECHO_WORDS]) for i in range(len(keys) - ECHO_WORDS + 1)}
-
-    echoes = ngrams(instruction_words) - ngrams(source_words)
+    echoes = _runs(instruction_words, ECHO_WORDS) - _runs(source_words, ECHO_WORDS)
     keys = [_normalized(u) for u in units]
     for index in range(len(keys) - ECHO_WORDS + 1):
         if tuple(keys[index:index + ECHO_WORDS]) in echoes:
@@ -143,8 +145,7 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
     capitalised, and a run that begins in the prefix is reported at the draft's first unit."""
     if run < 1 or len(source_words) < run:
         return None
-    source_keys = [_normalized(word) for word in source_words]
-    source_runs = {tuple(source_keys[i:i + run]) for i in range(len(source_keys) - run + 1)}
+    source_runs = _runs(source_words, run)
     units = [*prefix_units, *draft_units]
     keys = [_normalized(u) for u in units]
     for index in range(max(0, len(prefix_units) - run + 1), len(keys) - run + 1):
