@@ -10,6 +10,8 @@ from typing import Literal
 import numpy as np
 
 FailureReason = Literal["source_frontier", "argmax_mass_weak", "provenance_weak", "nonfinite"]
+HeadVote = Literal["mean", "lower_median"]
+HEAD_VOTES: tuple[HeadVote, ...] = ("mean", "lower_median")
 
 MIN_STD = 1e-6  # clamp of the online standard deviation, so constant columns give z = 0 instead of a division by 0
 MIN_ROWS_FOR_ZSCORE = 2  # the first two draft tokens use their raw rows (the t <= 1 rule)
@@ -37,6 +39,9 @@ class AlignAttParams:
         inaccessible words). A peak at or past the frontier rejects the token only when the head-averaged attention
         mass on the words at or past it (word >= N_acc + b) is at least this: the z-scored peak can land there on
         a sliver of the real attention. 0 (default): every such peak rejects.
+    head_vote: how the heads' z-scored rows give one source peak. "mean" (the paper's Fig. 4): the argmax of the
+        median-filtered head average. "lower_median" (the reference code): each head's median-filtered argmax,
+        then the lower median of those positions (with 8 heads the 4th smallest).
     """
 
     border: int = 0
@@ -44,8 +49,11 @@ class AlignAttParams:
     source_mass_threshold: float = 0.0
     median_width: int = 7
     frontier_min_mass: float = 0.0
+    head_vote: HeadVote = "mean"
 
     def __post_init__(self) -> None:
+        if self.head_vote not in HEAD_VOTES:
+            raise ValueError(f"head_vote must be one of {HEAD_VOTES}, got {self.head_vote!r}")
         if isinstance(self.border, bool) or not isinstance(self.border, (int, np.integer)):
             raise ValueError(f"border must be an integer number of source words, got {self.border!r}")
         _check_median_width(self.median_width)
@@ -156,8 +164,8 @@ def _validate_source_map(token_word: np.ndarray, accessible_words: int) -> np.nd
 class DraftScanner:
     """The first-failure scan, one draft token at a time, so drafting can stop at the first failing token.
 
-    For token t: the head-averaged row gives the masses; the per-head online z-score of the row, averaged over
-    heads and median-filtered, gives the source peak (first index on ties) and its word s_hat_t. Gates, in order:
+    For token t: the head-averaged row gives the masses; the per-head online z-score of the row, median-filtered
+    and voted over heads (`source_peak`), gives the source peak and its word s_hat_t. Gates, in order:
     nonfinite (row has NaN/inf), source_frontier (s_hat_t >= N_acc + border, and the mass on the words from there on
     is at least frontier_min_mass), argmax_mass_weak (argmax_mass < tau_argmax), provenance_weak (pi_acc < tau_src).
     Pushing after a failure is an error.
@@ -208,8 +216,7 @@ class DraftScanner:
     def _decide(self, index: int, row: np.ndarray) -> TokenDecision:
         params, token_word = self.params, self.token_word
         mean_row = row.mean(axis=0)
-        peak_filtered = median_filter(self._zscore.normalize(row).mean(axis=0), params.median_width)
-        source_word = int(token_word[int(np.argmax(peak_filtered))])
+        source_word = int(token_word[source_peak(self._zscore.normalize(row), params)])
         accessible_mass = float(mean_row[self.accessible_columns].sum())
         inaccessible_mass = float(mean_row[~self.accessible_columns].sum())
         argmax_mass = float(mean_row[token_word == source_word].sum())
@@ -222,6 +229,16 @@ class DraftScanner:
         elif accessible_mass < params.source_mass_threshold:
             failure = "provenance_weak"
         return TokenDecision(index, source_word, accessible_mass, inaccessible_mass, argmax_mass, failure)
+
+
+def source_peak(zscores: np.ndarray, params: AlignAttParams) -> int:
+    """The source token a draft token attends to, from its [H heads, S source tokens] z-scored row: the argmax of
+    the median-filtered head average ("mean"), or the lower median of the heads' median-filtered argmaxes
+    ("lower_median"). Ties go to the first index."""
+    if params.head_vote == "mean":
+        return int(np.argmax(median_filter(zscores.mean(axis=0), params.median_width)))
+    peaks = np.sort(np.argmax(median_filter(zscores, params.median_width), axis=-1))
+    return int(peaks[(len(peaks) - 1) // 2])
 
 
 def scan_draft(rows: np.ndarray, token_word: np.ndarray, accessible_words: int,

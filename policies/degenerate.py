@@ -134,6 +134,9 @@ def restart_start(prefix_units: Sequence[str], draft_units: Sequence[str], unit:
 
 
 COPY_LOWER_CASE = 2  # of a copied run's units, at least this many written in lower case (see `copy_start`)
+# A segment's translation that opens with the source's own first this many words, one of them in lower case, is a
+# copy however short (see `copy_start`).
+OPENING_COPY_WORDS = 2
 
 
 def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_words: Sequence[str],
@@ -142,8 +145,20 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
     consecutive source words in order, case and punctuation aside, with at least COPY_LOWER_CASE of those units
     written in lower case; None if it never does (or `run` < 1). The model is copying the source instead of
     translating it ("So was needed for a good generalization?"); the names and terms a translation keeps are mostly
-    capitalised, and a run that begins in the prefix is reported at the draft's first unit."""
-    if run < 1 or len(source_words) < run:
+    capitalised, and a run that begins in the prefix is reported at the draft's first unit.
+
+    The segment's opening is held to a shorter run: with nothing committed yet, a draft whose first
+    OPENING_COPY_WORDS units are the source's first words, one of them in lower case, copies from index 0. A live
+    step early in a sentence sees only those words, and once they are committed the rest follows them in the same
+    language ("Okay, now" | "I'm going to talk about ...", "Each instance" | "is randomly combined ...")."""
+    if run < 1:
+        return None
+    opening = min(run, OPENING_COPY_WORDS)
+    if not prefix_units and len(draft_units) >= opening and len(source_words) >= opening and [
+            _normalized(u) for u in draft_units[:opening]] == [_normalized(w) for w in source_words[:opening]] and any(
+            _lower_case(u) for u in draft_units[:opening]):
+        return 0
+    if len(source_words) < run:
         return None
     source_runs = _runs(source_words, run)
     units = [*prefix_units, *draft_units]
@@ -159,6 +174,30 @@ def _lower_case(unit: str) -> bool:
     """Whether a unit has letters and all of them are lower case ("the", "don't"; not "I'm", "GPU" or "3")."""
     letters = [c for c in unit if c.isalpha()]
     return bool(letters) and all(c.islower() for c in letters)
+
+
+# The introduction of a translation written by the model itself ('Die Übersetzung auf Deutsch lautet: "…'): a clause
+# of one sentence that ends in a colon and opens a quotation, at the very start of the segment's translation.
+PREAMBLE = re.compile(r"\s*[^\W\d_][^\n:：\"“”„«»「」.!?。！？]{0,80}[:：]\s*[\"“„«»「『]")
+OPENING_QUOTES = "\"“„«»「『"
+CLOSING_QUOTES = "\"”“«»」』"
+
+
+def preamble_length(draft_text: str, source_words: Sequence[str]) -> int:
+    """Length of the introduction a segment's translation opens with: a clause of the model's own that ends in a
+    colon and opens a quotation ('Die Übersetzung auf Deutsch lautet: "'), or 0. A source with a colon or a quotation
+    mark may be translated with them ('He said, "yes"' -> 'Er sagte: „Ja"'), so nothing is a preamble there."""
+    if any(c in word for word in source_words for c in ":：" + OPENING_QUOTES + CLOSING_QUOTES):
+        return 0
+    match = PREAMBLE.match(draft_text)
+    return 0 if match is None else match.end()
+
+
+def without_closing_quote(text: str) -> str:
+    """`text` without the quotation mark that closes it, if one does ('… unzureichend sind."' -> '… sind.'): the
+    end of a translation whose preamble opened the quotation."""
+    stripped = text.rstrip()
+    return stripped[:-1] + text[len(stripped):] if stripped and stripped[-1] in CLOSING_QUOTES else text
 
 
 def loop_free_length(prefix_units: Sequence[str], draft_text: str, unit: Unit) -> int | None:

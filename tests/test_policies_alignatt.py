@@ -39,8 +39,15 @@ def reference_scan(rows: np.ndarray, token_word: np.ndarray, accessible_words: i
             decisions.append((t, None, "nonfinite"))
             return t, decisions
         z = batch_zscore(rows[:t], row)
-        filtered = naive_median_filter(z.mean(axis=0), params.median_width)
-        peak_token = int(np.flatnonzero(filtered == filtered.max())[0])
+        if params.head_vote == "mean":
+            filtered = naive_median_filter(z.mean(axis=0), params.median_width)
+            peak_token = int(np.flatnonzero(filtered == filtered.max())[0])
+        else:  # the reference code's vote: each head's first argmax, then sorted[(n - 1) // 2]
+            head_peaks = []
+            for head in z:
+                filtered = naive_median_filter(head, params.median_width)
+                head_peaks.append(int(np.flatnonzero(filtered == filtered.max())[0]))
+            peak_token = sorted(head_peaks)[(len(head_peaks) - 1) // 2]
         word = int(token_word[peak_token])
         mean_row = row.mean(axis=0)
         accessible = sum(mean_row[s] for s in range(len(token_word)) if token_word[s] < accessible_words)
@@ -209,6 +216,7 @@ def test_border_one_never_fires_with_one_inaccessible_word_and_border_zero_does(
     ({"argmax_mass_threshold": float("nan")}, "argmax_mass_threshold"),
     ({"source_mass_threshold": float("inf")}, "source_mass_threshold"),
     ({"frontier_min_mass": float("nan")}, "frontier_min_mass"),
+    ({"head_vote": "median"}, "head_vote must be one of"),
 ])
 def test_params_validation(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -319,6 +327,21 @@ def test_heads_are_averaged_not_voted() -> None:
     rows[0, 1:, 1] = 0.2
     result = scan_draft(rows, np.arange(6), accessible_words=6, params=NO_FILTER)
     assert result.decisions[0].source_word == 5
+
+
+def test_the_reference_codes_lower_median_vote_follows_the_weak_majority() -> None:
+    """The same row under head_vote="lower_median": the heads' peaks sorted are 1, 1, 1, 5, and the lower median
+    (the 2nd of 4) is 1; with two heads on 5 and two on 1 it is still the lower one."""
+    rows = np.full((1, 4, 6), 0.01)
+    rows[0, 0, 5] = 0.9
+    rows[0, 1:, 1] = 0.2
+    vote = AlignAttParams(median_width=1, head_vote="lower_median")
+    assert scan_draft(rows, np.arange(6), accessible_words=6, params=vote).decisions[0].source_word == 1
+    rows[0, 1, 5] = 0.9
+    assert scan_draft(rows, np.arange(6), accessible_words=6, params=vote).decisions[0].source_word == 1
+    # the vote makes the gate more permissive here: word 5 is not accessible, the mean's peak fails, the vote's not
+    assert scan_draft(rows, np.arange(6), accessible_words=5, params=vote).accepted_tokens == 1
+    assert scan_draft(rows, np.arange(6), accessible_words=5, params=NO_FILTER).accepted_tokens == 0
 
 
 def test_ties_take_the_first_source_token() -> None:
@@ -445,6 +468,7 @@ def random_case(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, 
         source_mass_threshold=float(rng.choice([0.0, 0.05, 0.3])),
         median_width=int(rng.choice([1, 3, 5, 7])),
         frontier_min_mass=float(rng.choice([0.0, 0.0, 0.03, 0.2])),
+        head_vote=str(rng.choice(["mean", "lower_median"])),
     )
     return rows, token_word, int(rng.integers(0, n_words + 1)), params
 

@@ -11,6 +11,8 @@ from policies.degenerate import (
     RESTART,
     DraftGuard,
     copy_start,
+    preamble_length,
+    without_closing_quote,
     echo_start,
     echo_words,
     final_budget,
@@ -174,7 +176,24 @@ def test_a_copy_needs_lower_case_words_and_source_order():
     assert copy_start([], "Wir danken for the data".split(), source, 3) == 2
     assert copy_start([], "data the for Wir".split(), source, 3) is None  # the words, not in the source's order
     assert copy_start([], "needed for a good".split(), SOURCE, 0) is None  # off
-    assert copy_start([], "So what".split(), SOURCE, 4) is None
+    assert copy_start(["Was"], "what".split(), SOURCE, 4) is None
+
+
+@pytest.mark.parametrize("source, draft, start", [
+    # evaluation talk xhjBHGVOyQ, the first live step of a sentence (AlignAtt, 2 s chunks): these two words were
+    # committed, and the sentence stayed English
+    ("Okay, now I'm going to talk about", "Okay, now I", 0),
+    ("Each instance is randomly combined with", "Each instance", 0),
+    ("In addition, we randomly sample 20 tasks", "In addition, wir", 0),
+    ("This work is done with Dan Jurafsky", "This work", 0),
+    ("Dan Jurafsky and Esin Durmus", "Dan Jurafsky und", None),  # a name: no word in lower case
+    ("So we use pre-trained models", "So wir verwenden", None),  # one shared word is no copy
+    ("GPT-4 is a model", "GPT-4 ist", None),
+])
+def test_a_translation_that_opens_with_the_sources_first_words_copies_it(source, draft, start):
+    assert copy_start([], draft.split(), source.split(), 4) == start
+    assert copy_start([], draft.split(), source.split(), 0) is None  # off
+    assert copy_start(["Hier"], draft.split(), source.split(), 4) is None  # only the segment's opening
 
 
 def test_the_guard_reports_where_a_copy_begins_apart_from_its_cuts():
@@ -187,3 +206,25 @@ def test_the_guard_reports_where_a_copy_begins_apart_from_its_cuts():
     chinese = DraftGuard("char", "zh", copy_run=4)
     text = "所以 what is needed for"
     assert text[:chinese.copy_length([], text, SOURCE)] == "所以"
+
+
+@pytest.mark.parametrize("draft, source, preamble", [
+    ('Die Übersetzung auf Deutsch lautet: "Rücktraining auf', "Pretraining on English natural language", 37),
+    ("La traduzione in italiano è: «Il pre-addestramento", "Pretraining helps", 30),
+    ("翻译如下：“预训练", "Pretraining helps", 6),
+    ('Rücktraining auf Englisch: "kann helfen"', "Pretraining on English: it can help", 0),  # the source has a colon
+    ('Er sagte: „Ja"', 'He said, "yes"', 0),  # and a quotation
+    ("Die Übersetzung lautet: Rücktraining", "Pretraining", 0),  # no quotation opened
+    ('Vortraining hilft. Er sagte: "Ja', "Pretraining helps. He said yes", 0),  # not at the opening
+    ("", "Pretraining", 0),
+])
+def test_a_preamble_is_a_clause_with_a_colon_that_opens_a_quotation(draft, source, preamble):
+    assert preamble_length(draft, source.split()) == preamble
+    assert draft[:preamble].rstrip().endswith(('"', "«", "“")) or preamble == 0
+
+
+def test_the_quotation_a_preamble_opened_is_closed_only_at_the_end():
+    assert without_closing_quote('Codex und BLOOM unzureichend sind."') == "Codex und BLOOM unzureichend sind."
+    assert without_closing_quote("预训练很有帮助。” ") == "预训练很有帮助。 "
+    assert without_closing_quote('"Ja" und "nein" sind Antworten.') == '"Ja" und "nein" sind Antworten.'
+    assert without_closing_quote("") == ""

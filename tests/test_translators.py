@@ -422,6 +422,15 @@ def test_the_soft_frontier_knob_refuses_a_mass_outside_zero_one_and_reaches_the_
     assert translator.params.source_mass_threshold == 0.1
 
 
+def test_the_head_vote_knob_refuses_an_unknown_vote_and_reaches_the_scan(tiny_lm):
+    with pytest.raises(ConfigError, match="head_vote must be one of mean, lower_median, got 'median'"):
+        build_config(AlignAttConfig, {"model": "embedded", "head_vote": "median"})
+    assert AlignAttTranslator(tiny_lm, build_config(AlignAttConfig, {"model": "embedded"}),
+                              heads_of(tiny_lm)).params.head_vote == "mean"  # the paper's
+    config = build_config(AlignAttConfig, {"model": "embedded", "head_vote": "lower_median"})
+    assert AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm)).params.head_vote == "lower_median"
+
+
 class CopyingSession:
     """Stands in for a model session (a fake: it copies its source on purpose, as the 0.5B model does by accident):
     given n read source words, drafts `opening` and then copies the source from its fourth word on; a first token it
@@ -435,8 +444,6 @@ class CopyingSession:
         pass
 
     def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
-        from backends.hf.lm import Draft
-
         prompt = self.tokenizer.decode(prompt_ids)
         read = max(n for n in range(1, len(self.source) + 1) if " ".join(self.source[:n]) in prompt)
         prefix = prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
@@ -444,15 +451,68 @@ class CopyingSession:
         if banned_first_tokens:
             self.banned_calls += 1
             text = prefix + self.after_ban[self.banned_calls - 1]
-        assert text.startswith(prefix), f"the prompt's target {prefix!r} is not the model's text {text!r}"
-        draft = Draft(prompt_length=len(prompt_ids))
-        for token in self.tokenizer.encode(text[len(prefix):], add_special_tokens=False):
-            draft.tokens.append(token)
-            if len(draft.tokens) == max_new_tokens or (stop is not None and stop(draft)):
-                return draft
+        draft = scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
         assert not (banned_first_tokens and draft.tokens) or draft.tokens[0] not in banned_first_tokens
-        draft.finished = True
         return draft
+
+
+def scripted_draft(tokenizer, prompt_ids, prefix: str, text: str, max_new_tokens: int, stop):
+    """The Draft a fake session writes: the tokens of `text` after the prompt's target `prefix`, one at a time, until
+    the budget or `stop` ends it (finished when the text ran out)."""
+    from backends.hf.lm import Draft
+
+    assert text.startswith(prefix), f"the prompt's target {prefix!r} is not the model's text {text!r}"
+    draft = Draft(prompt_length=len(prompt_ids))
+    for token in tokenizer.encode(text[len(prefix):], add_special_tokens=False):
+        draft.tokens.append(token)
+        if len(draft.tokens) == max_new_tokens or (stop is not None and stop(draft)):
+            return draft
+    draft.finished = True
+    return draft
+
+
+class PreambleSession:
+    """Stands in for a model session (a fake: it introduces its answer on purpose, as the 0.5B model did once on
+    every calibration run): with nothing of the segment's translation in the prompt it opens with `preamble`, and it
+    always closes the quotation it opened; after the preamble it writes `translation`. Records the prompts' targets."""
+
+    def __init__(self, tokenizer, preamble: str, translation: str):
+        self.tokenizer, self.preamble, self.translation = tokenizer, preamble, translation
+        self.prefixes: list[str] = []
+
+    def reset(self):
+        pass
+
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+        prompt = self.tokenizer.decode(prompt_ids)
+        prefix = prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
+        self.prefixes.append(prefix)
+        text = self.preamble + self.translation + '"'
+        return scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
+
+
+def test_a_translation_the_model_introduces_itself_is_emitted_without_its_introduction(tiny_lm):
+    """'Die Übersetzung auf Deutsch lautet: "Vortraining auf Englisch hilft."' (calibration line 41, every run): the
+    introduction moves into the prompt, ahead of the target prefix, the step is drafted again after it, and the
+    quotation it opened is closed in the prompt's text, not in the output; the next segment starts without it."""
+    preamble = 'Die Übersetzung auf Deutsch lautet: "'
+    session = PreambleSession(tiny_lm.tokenizer, preamble, "Vortraining auf Englisch hilft.")
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60))  # only the final step drafts
+    source = "Pretraining on English helps.".split()
+    assert " ".join(u for e in stream(translator, source) for u in e.new_units) == "Vortraining auf Englisch hilft."
+    assert session.prefixes == ["", preamble]
+    assert translator.stats.preambles == 1 and translator.segment_preamble == ""
+    assert [step.preamble for step in translator.steps] == [preamble, ""]
+    # a second segment of the same stream is introduced again, and again moved into its prompt
+    emission = translator.finish_segment([SourceWord(w) for w in source])
+    assert " ".join(emission.new_units) == "Vortraining auf Englisch hilft."
+    assert session.prefixes[2:] == ["", preamble] and translator.stats.preambles == 2
+    # a source with a quotation or a colon may be translated with one: nothing is moved there
+    quoted = 'He said, "pretraining helps."'.split()
+    assert " ".join(u for e in stream(translator, quoted) for u in e.new_units) == \
+        'Die Übersetzung auf Deutsch lautet: "Vortraining auf Englisch hilft."'
+    assert translator.stats.preambles == 0
 
 
 COPIED = "So what is needed for a good generalization?".split()

@@ -7,6 +7,7 @@ from backends.choice import runtime_name
 from common.config import ConfigError, knob, with_default
 from common.knobs import LanguagePairKnobs, ModelKnobs, WaitkKnob
 from common.languages import LanguageError, language_code
+from policies.alignatt import HEAD_VOTES
 
 
 def check_language_pair(source_lang: str, target_lang: str) -> None:
@@ -165,9 +166,14 @@ class AlignAttConfig(DraftingConfig):
     frontier_min_mass: float = knob(0.0, "soft frontier: a peak at or past the frontier rejects only when the "
                                          "head-averaged mass on the words from the frontier on is at least this "
                                          "(reference code: 0.03; 0: every such peak rejects)")
+    head_vote: str = knob("mean", "how the heads' z-scored rows give one source peak: 'mean' (paper Fig. 4: argmax "
+                                  "of their average) or 'lower_median' (reference code: lower median of each "
+                                  "head's argmax)")
 
     def validate(self) -> None:
         super().validate()
+        if self.head_vote not in HEAD_VOTES:
+            raise ConfigError(f"head_vote must be one of {', '.join(HEAD_VOTES)}, got {self.head_vote!r}")
         if self.top_k_heads < 1:
             raise ConfigError("top_k_heads must be >= 1")
         if self.median_width < 1 or self.median_width % 2 == 0:

@@ -20,7 +20,17 @@ from backends.hf.lm import CausalLM, Draft
 from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt, language_name
 from backends.models import stream_tokenizer
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
-from policies.degenerate import COPY, DEGENERATE_CUTS, LINE_BREAK, DraftGuard, echo_words, final_budget
+from policies.degenerate import (
+    COPY,
+    DEGENERATE_CUTS,
+    LINE_BREAK,
+    OPENING_QUOTES,
+    DraftGuard,
+    echo_words,
+    final_budget,
+    preamble_length,
+    without_closing_quote,
+)
 from policies.frontier import accessible_word_count
 from policies.local_agreement import agreed_prefix
 from policies.transcript import ends_sentence
@@ -46,6 +56,8 @@ class Step:
     retry: a final draft made again after the previous one's degenerate cut or copy (`LLMTranslator._retry_final`).
     copied: the draft's usable text copies the source from some unit on (`DraftGuard.copy_length`): a live step
     commits nothing from there, a final one is made again from there.
+    preamble: the segment's draft opened with an introduction of its own; it moves into the prompt (see
+    `LLMTranslator.segment_preamble`) and the step is drafted again after it.
     """
 
     prompt: TranslationPrompt | None
@@ -59,6 +71,7 @@ class Step:
     skipped: str = ""  # why no draft was made (a source the prompt cannot map), else empty
     retry: bool = False
     copied: bool = False
+    preamble: str = ""  # an introduction the draft opened with (`policies.degenerate.preamble_length`), else empty
 
     @property
     def degenerate(self) -> bool:
@@ -95,7 +108,8 @@ class PolicyStats:
     whose source could not be mapped; final_retries: final drafts made again after a degenerate cut (counted apart
     from final_steps), final_retries_degenerate: those cut as degenerate again; copied, final_copied and
     final_retries_copied: live drafts, final drafts and retries that copied the source (a final draft keeps its copy
-    where its retry copies too).
+    where its retry copies too); preambles: segments whose translation opened with an introduction of the model's
+    own ('Die Übersetzung auf Deutsch lautet: "').
     """
 
     live_steps: int = 0
@@ -116,11 +130,15 @@ class PolicyStats:
     copied: int = 0
     final_copied: int = 0
     final_retries_copied: int = 0
+    preambles: int = 0
     skipped: int = 0
 
     def add(self, step: "Step") -> None:
         if step.skipped:
             self.skipped += 1
+            return
+        if step.preamble:
+            self.preambles += 1
             return
         if step.retry:
             self.final_retries += 1
@@ -163,6 +181,9 @@ class LLMTranslator(StreamingTranslator):
         self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
         self.segment_start = 0  # index in emitted_units where the current segment's target begins
+        # An introduction the segment's first draft opened with ('Die Übersetzung auf Deutsch lautet: "'): it stays
+        # in the prompt, ahead of the target prefix, so the model goes on translating, and is never emitted.
+        self.segment_preamble = ""
         self.steps: deque[Step] = deque(maxlen=MAX_KEPT_STEPS)
         self.stats = PolicyStats()  # this stream's, since reset
         self._logged_stats = PolicyStats()  # the part of `stats` already written to policy_log
@@ -173,6 +194,7 @@ class LLMTranslator(StreamingTranslator):
         self.session.reset()
         self.source_words = []
         self.segment_start = 0
+        self.segment_preamble = ""
         self.steps.clear()
         self.stats = PolicyStats()
         self._logged_stats = PolicyStats()
@@ -212,6 +234,7 @@ class LLMTranslator(StreamingTranslator):
         emission = self._emit(self._step(len(self.source_words), final=True)) if self.source_words else Emission()
         self.source_words = []
         self.segment_start = len(self.emitted_units)
+        self.segment_preamble = ""
         self._last_step_key = None
         self._write_policy_log()
         return emission
@@ -234,7 +257,7 @@ class LLMTranslator(StreamingTranslator):
             return Emission()
         self._last_step_key = step_key
         source = [w.text for w in self.source_words]
-        target_prefix = join_units(self.segment_units, self.target_unit)
+        target_prefix = self.segment_preamble + join_units(self.segment_units, self.target_unit)
         try:
             # A live step needs the source map; the final draft does not, so it never fails on one.
             prompt = self.prompts.build(source, target_prefix, map_source=not final)
@@ -242,7 +265,7 @@ class LLMTranslator(StreamingTranslator):
             self._record(Step(None, None, "", "", accessible, final=final, skipped=str(error)))
             return Emission()
         if final:
-            budget = self._final_budget(prompt, target_prefix)
+            budget = self._final_budget(prompt, target_prefix[len(self.segment_preamble):])
             draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._translation_over)
             accepted, scan = len(draft.tokens), None
         else:
@@ -252,6 +275,14 @@ class LLMTranslator(StreamingTranslator):
         draft_text = self._decode(draft.tokens)
         if final:
             draft_text = draft_text.replace(REPLACEMENT_CHARACTER, "")
+        if not self.segment_units and not self.segment_preamble:
+            preamble = preamble_length(draft_text, source)
+            if preamble:  # into the prompt; draft this step again after it
+                self.segment_preamble = draft_text[:preamble]
+                self._record(Step(prompt, draft, draft_text, "", accessible, scan, final,
+                                  preamble=self.segment_preamble))
+                self._last_step_key = None
+                return self._step(accessible, final)
         usable, cut = self._usable_length(draft_text)
         if final or cut:
             # The draft is a translation up to `usable` (it ended, or what follows is no longer one); only a final
@@ -275,6 +306,8 @@ class LLMTranslator(StreamingTranslator):
             committed += self._retry_final(source, target_prefix, draft, committed, cut, budget)
         elif copied is not None:
             committed = committed[:copied]
+        if final and self.segment_preamble and self.segment_preamble[-1] in OPENING_QUOTES:
+            committed = without_closing_quote(committed)  # the quotation the preamble opened
         units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
         if not final and self.config.withhold_sentence_end:
             units = units_before_sentence_end(units, self.config.target_lang)
@@ -396,6 +429,7 @@ class AlignAttTranslator(LLMTranslator):
             source_mass_threshold=config.source_mass_threshold,
             median_width=config.median_width,
             frontier_min_mass=config.frontier_min_mass,
+            head_vote=config.head_vote,
         )
 
     @classmethod
