@@ -134,8 +134,8 @@ def restart_start(prefix_units: Sequence[str], draft_units: Sequence[str], unit:
 
 
 COPY_LOWER_CASE = 2  # of a copied run's units, at least this many written in lower case (see `copy_start`)
-# A segment's translation that opens with the source's own first this many words, one of them in lower case, is a
-# copy however short (see `copy_start`).
+# A short draft of a segment's translation that opens with the source's own first this many words, one of them in
+# lower case, is a copy (see `copy_start`).
 OPENING_COPY_WORDS = 2
 
 
@@ -147,14 +147,16 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
     translating it ("So was needed for a good generalization?"); the names and terms a translation keeps are mostly
     capitalised, and a run that begins in the prefix is reported at the draft's first unit.
 
-    The segment's opening is held to a shorter run: with nothing committed yet, a draft whose first
-    OPENING_COPY_WORDS units are the source's first words, one of them in lower case, copies from index 0. A live
-    step early in a sentence sees only those words, and once they are committed the rest follows them in the same
-    language ("Okay, now" | "I'm going to talk about ...", "Each instance" | "is randomly combined ...")."""
+    A draft too short for a run to show (fewer than `run` units) is held to a shorter one at the segment's opening:
+    with nothing committed yet, a draft whose first OPENING_COPY_WORDS units are the source's first words, one of
+    them in lower case, copies from index 0. A live step early in a sentence sees only those words, and once they
+    are committed the rest follows them in the same language ("Okay, now" | "I'm going to talk about ...", "Each
+    instance" | "is randomly combined ..."). A longer draft is judged by the run alone: "So in unserer Methode"
+    shares two words with "So in our method" and translates it."""
     if run < 1:
         return None
     opening = min(run, OPENING_COPY_WORDS)
-    if not prefix_units and len(draft_units) >= opening and len(source_words) >= opening and [
+    if not prefix_units and opening <= len(draft_units) < run and len(source_words) >= opening and [
             _normalized(u) for u in draft_units[:opening]] == [_normalized(w) for w in source_words[:opening]] and any(
             _lower_case(u) for u in draft_units[:opening]):
         return 0

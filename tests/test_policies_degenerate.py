@@ -185,6 +185,9 @@ def test_a_copy_needs_lower_case_words_and_source_order():
     ("Okay, now I'm going to talk about", "Okay, now I", 0),
     ("Each instance is randomly combined with", "Each instance", 0),
     ("In addition, we randomly sample 20 tasks", "In addition, wir", 0),
+    ("In addition, we randomly sample 20 tasks", "In addition, wir räumlich", None),  # four units: the run decides
+    ("So in our method, we first designate", "So in unserer Methode", None),  # shares two words, translates
+    ("So in our method, we first designate", "So in unserer", 0),  # too short to tell yet: held
     ("This work is done with Dan Jurafsky", "This work", 0),
     ("Dan Jurafsky and Esin Durmus", "Dan Jurafsky und", None),  # a name: no word in lower case
     ("So we use pre-trained models", "So wir verwenden", None),  # one shared word is no copy
