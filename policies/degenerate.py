@@ -180,9 +180,10 @@ def _lower_case(unit: str) -> bool:
 
 # The introduction of a translation written by the model itself ('Die Übersetzung auf Deutsch lautet: "…'): a clause
 # of one sentence that ends in a colon and opens a quotation, at the very start of the segment's translation.
-PREAMBLE = re.compile(r"\s*[^\W\d_][^\n:：\"“”„«»「」.!?。！？]{0,80}[:：]\s*[\"“„«»「『]")
+# Every preamble ends in one of OPENING_QUOTES.
 OPENING_QUOTES = "\"“„«»「『"
 CLOSING_QUOTES = "\"”“«»」』"
+PREAMBLE = re.compile(r"\s*[^\W\d_][^\n:：\"“”„«»「」.!?。！？]{0,80}[:：]\s*[" + re.escape(OPENING_QUOTES) + "]")
 
 
 def preamble_length(draft_text: str, source_words: Sequence[str]) -> int:

@@ -24,7 +24,6 @@ from policies.degenerate import (
     COPY,
     DEGENERATE_CUTS,
     LINE_BREAK,
-    OPENING_QUOTES,
     DraftGuard,
     echo_words,
     final_budget,
@@ -306,8 +305,8 @@ class LLMTranslator(StreamingTranslator):
             committed += self._retry_final(source, target_prefix, draft, committed, cut, budget)
         elif copied is not None:
             committed = committed[:copied]
-        if final and self.segment_preamble and self.segment_preamble[-1] in OPENING_QUOTES:
-            committed = without_closing_quote(committed)  # the quotation the preamble opened
+        if final and self.segment_preamble:
+            committed = without_closing_quote(committed)  # the quotation the preamble opened (it ends in one)
         units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
         if not final and self.config.withhold_sentence_end:
             units = units_before_sentence_end(units, self.config.target_lang)
