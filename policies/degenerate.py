@@ -151,8 +151,11 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
     with nothing committed yet, a draft whose first OPENING_COPY_WORDS units are the source's first words, one of
     them in lower case, copies from index 0. A live step early in a sentence sees only those words, and once they
     are committed the rest follows them in the same language ("Okay, now" | "I'm going to talk about ...", "Each
-    instance" | "is randomly combined ..."). A longer draft is judged by the run alone: "So in unserer Methode"
-    shares two words with "So in our method" and translates it."""
+    instance" | "is randomly combined ..."). A longer draft is judged by the run, and at the opening also by a
+    near copy: its first `run` units (three or more) hold the source's opening words in order but for one unit, at
+    least COPY_LOWER_CASE of them in lower case. The model writes the sentence in English and changes a word it
+    heard ("God's love everyone and" for a first chunk misheard as "God's Mourning everyone and"). "So in unserer
+    Methode" shares only two words with "So in our method" and translates it."""
     if run < 1:
         return None
     opening = min(run, OPENING_COPY_WORDS)
@@ -160,16 +163,43 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
             _normalized(u) for u in draft_units[:opening]] == [_normalized(w) for w in source_words[:opening]] and any(
             _lower_case(u) for u in draft_units[:opening]):
         return 0
-    if len(source_words) < run:
-        return None
-    source_runs = _runs(source_words, run)
-    units = [*prefix_units, *draft_units]
-    keys = [_normalized(u) for u in units]
-    for index in range(max(0, len(prefix_units) - run + 1), len(keys) - run + 1):
-        if tuple(keys[index:index + run]) in source_runs and sum(
-                _lower_case(u) for u in units[index:index + run]) >= min(COPY_LOWER_CASE, run):
-            return max(0, index - len(prefix_units))
+    if len(source_words) >= run:
+        source_runs = _runs(source_words, run)
+        units = [*prefix_units, *draft_units]
+        keys = [_normalized(u) for u in units]
+        for index in range(max(0, len(prefix_units) - run + 1), len(keys) - run + 1):
+            if tuple(keys[index:index + run]) in source_runs and sum(
+                    _lower_case(u) for u in units[index:index + run]) >= min(COPY_LOWER_CASE, run):
+                return max(0, index - len(prefix_units))
+    if not prefix_units and run > OPENING_COPY_WORDS and len(draft_units) >= run:
+        matched = matched_in_order(draft_units[:run], source_words[:run + 1])
+        if len(matched) >= run - 1 and sum(_lower_case(draft_units[i]) for i in matched) >= COPY_LOWER_CASE:
+            return 0
     return None
+
+
+def matched_in_order(units: Sequence[str], words: Sequence[str]) -> list[int]:
+    """Indices of `units` in a longest common subsequence with `words`, case and punctuation aside (a unit of
+    punctuation alone matches nothing)."""
+    keys = [_normalized(u) for u in units]
+    targets = [_normalized(w) for w in words]
+    keys = [None if key == "<punct>" else key for key in keys]
+    # lengths[i][j]: the longest common subsequence of keys[i:] and targets[j:]
+    lengths = [[0] * (len(targets) + 1) for _ in range(len(keys) + 1)]
+    for i in range(len(keys) - 1, -1, -1):
+        for j in range(len(targets) - 1, -1, -1):
+            lengths[i][j] = (lengths[i + 1][j + 1] + 1 if keys[i] == targets[j]
+                             else max(lengths[i + 1][j], lengths[i][j + 1]))
+    matched, i, j = [], 0, 0
+    while i < len(keys) and j < len(targets):
+        if keys[i] == targets[j]:
+            matched.append(i)
+            i, j = i + 1, j + 1
+        elif lengths[i + 1][j] >= lengths[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return matched
 
 
 def _lower_case(unit: str) -> bool:

@@ -20,6 +20,7 @@ from policies.degenerate import (
     foreign_script_start,
     line_end,
     loop_start,
+    matched_in_order,
     restart_start,
 )
 
@@ -192,11 +193,41 @@ def test_a_copy_needs_lower_case_words_and_source_order():
     ("Dan Jurafsky and Esin Durmus", "Dan Jurafsky und", None),  # a name: no word in lower case
     ("So we use pre-trained models", "So wir verwenden", None),  # one shared word is no copy
     ("GPT-4 is a model", "GPT-4 ist", None),
+    # `make demo`, the first live step: Whisper heard "Good morning" as "God's Mourning", the model wrote the
+    # sentence in English with one word of its own, and the whole sentence stayed English
+    ("God's Mourning everyone and thank you", "God's love everyone and", 0),
+    ("God's Mourning everyone and thank you", "God's love everyone and danke", 0),  # the first four units decide
+    ("God's Mourning everyone and thank you", "Guten Morgen everyone and", None),  # two of four: a translation
+    ("Dan Jurafsky and Esin Durmus", "Dan Jurafsky und Esin", None),  # three of four, but names
 ])
 def test_a_translation_that_opens_with_the_sources_first_words_copies_it(source, draft, start):
     assert copy_start([], draft.split(), source.split(), 4) == start
     assert copy_start([], draft.split(), source.split(), 0) is None  # off
     assert copy_start(["Hier"], draft.split(), source.split(), 4) is None  # only the segment's opening
+
+
+def test_matched_in_order_is_a_longest_common_subsequence():
+    """Against brute force: every subset of the units, in order, that is a subsequence of the words."""
+    import itertools
+    import random
+
+    def is_subsequence(keys, words):
+        remaining = iter(words)
+        return all(any(key == word for word in remaining) for key in keys)
+
+    rng = random.Random(0)
+    vocabulary = ["a", "b", "c", "d", "A,", "-"]
+    for _ in range(300):
+        units = [rng.choice(vocabulary) for _ in range(rng.randint(0, 6))]
+        words = [rng.choice(vocabulary) for _ in range(rng.randint(0, 7))]
+        matched = matched_in_order(units, words)
+        key = lambda unit: unit.strip(",").lower()  # noqa: E731  (case and punctuation aside)
+        assert matched == sorted(set(matched)) and "-" not in [units[i] for i in matched]
+        assert is_subsequence([key(units[i]) for i in matched], [key(w) for w in words])
+        longest = max((size for size in range(len(units) + 1) for subset in itertools.combinations(range(len(units)),
+                       size) if "-" not in [units[i] for i in subset] and is_subsequence(
+                           [key(units[i]) for i in subset], [key(w) for w in words])), default=0)
+        assert len(matched) == longest, (units, words, matched)
 
 
 def test_the_guard_reports_where_a_copy_begins_apart_from_its_cuts():

@@ -195,6 +195,38 @@ def test_a_live_draft_that_ends_does_not_commit_its_last_word_before_the_punctua
     assert [list(e.new_units) for e in emissions[:3]] == [[], ["Guten"], ["Morgen"]]
 
 
+@pytest.mark.parametrize("translator_class", [AlignAttTranslator, LocalAgreementTranslator])
+def test_no_live_step_writes_before_min_accessible_words(tiny_lm, translator_class):
+    """A sentence's first words leave the draft to guess ("Therefore," -> "Dieses"): with min_accessible_words 3
+    no live step writes before the segment's third word is read, and every later step writes as before (the
+    scripted model writes the same translation of each source either way)."""
+    words = "Here we present our new model today .".split()
+    translations = {" ".join(words[:n]): text for n, text in [
+        (1, "Hier wir"), (2, "Hier stellen wir"), (3, "Hier stellen wir unser"), (4, "Hier stellen wir unser neues"),
+        (5, "Hier stellen wir unser neues Modell"), (6, "Hier stellen wir unser neues Modell heute"),
+        (7, "Hier stellen wir unser neues Modell heute vor"), (8, "Hier stellen wir unser neues Modell heute vor.")]}
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer,
+                         session=lambda heads: ScriptedDraftSession(tiny_lm.tokenizer, translations))
+
+    def translator(minimum):
+        if translator_class is LocalAgreementTranslator:
+            return LocalAgreementTranslator(lm, LocalAgreementConfig(min_accessible_words=minimum,
+                                                                     final_max_new_tokens=40))
+        made = AlignAttTranslator(lm, AlignAttConfig(border=1000, min_accessible_words=minimum,
+                                                     final_max_new_tokens=40), heads_of(tiny_lm))
+        made._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+            (draft := made.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+        return made
+
+    eager = [list(e.new_units) for e in stream(translator(0), words)]
+    held = [list(e.new_units) for e in stream(translator(3), words)]
+    assert any(eager[:2]) and not any(held[:2])
+    assert any(held[2:4]), "from the third word on, steps write (LocalAgreement once two drafts agree)"
+    assert sum(eager, []) == sum(held, []) == "Hier stellen wir unser neues Modell heute vor.".split()
+    with pytest.raises(ConfigError, match="min_accessible_words"):
+        AlignAttConfig(min_accessible_words=-1).validate()
+
+
 class RankedScriptSession:
     """Stands in for a model session (a fake: the scripted loops are what a model writes by accident): for the
     target prefix the prompt ends with, drafts the first scripted continuation whose first token is not banned, as

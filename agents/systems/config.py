@@ -148,9 +148,15 @@ class DraftBackendKnob:
 class DraftingConfig(LLMTranslatorConfig, DraftBackendKnob):
     """An LLM translator with its drafting runtime: the base of every policy in `agents.systems.llm`."""
 
+    min_accessible_words: int = knob(0, "a live step writes nothing while fewer than this many of the segment's "
+                                        "source words are accessible (a sentence's first words leave the draft to "
+                                        "guess); 0: off")
+
     def validate(self) -> None:
         super().validate()
         self.validate_backend()
+        if self.min_accessible_words < 0:
+            raise ConfigError(f"min_accessible_words must be >= 0 (0 turns it off), got {self.min_accessible_words}")
 
 
 @dataclass(frozen=True)
