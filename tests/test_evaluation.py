@@ -147,6 +147,20 @@ def test_slower_than_real_time_system_gets_ca_above_cu_with_fake_slow_agent(talk
     assert environment["commit"] == (head.strip() or None) and environment["cores"] and environment["packages"]
 
 
+def test_each_run_records_the_code_it_started_with(tmp_path, monkeypatch):
+    """Runs queued behind others (an offline row after its streamed row, `--jobs 1`) import the code of their own
+    start, so environment.json is read as each one starts, not once per command. Fake harness command (a Python
+    that does nothing) and a fake environment that changes between the two starts."""
+    starts = iter(["aaa", "bbb"])
+    monkeypatch.setattr(runs, "environment", lambda root: {"changes": next(starts)})
+    monkeypatch.setattr(runs, "command", lambda spec, dataset, run_dir: [sys.executable, "-c", "pass"])
+    specs = [runs.RunSpec("system", "agent", "text", regime) for regime in ("first", "second")]
+    runs.execute(specs, dataset=None, out=tmp_path, jobs=1, report=lambda line: None, poll_seconds=0.01)
+    recorded = [json.loads((spec.directory(tmp_path) / "environment.json").read_text())["changes"]
+                for spec in specs]
+    assert recorded == ["aaa", "bbb"]
+
+
 def test_score_only_scores_the_runs_left_in_out_without_running_them_with_fake_agent(talks, tmp_path, monkeypatch,
                                                                                      capsys):
     """A command cut after its runs finished but before scoring (no result.json): `--score-only` scores them from
