@@ -30,10 +30,13 @@ def line_end(text: str) -> int | None:
     return None if match is None else match.start()
 
 
+PUNCTUATION_KEY = "<punct>"  # what `_normalized` makes of a unit of punctuation alone
+
+
 def _normalized(unit: str) -> str:
     """A unit as a loop compares it: case and punctuation ignored ("Sie." == "sie," ; "." == "…")."""
     bare = _PUNCTUATION.sub("", unit).casefold()
-    return bare if bare else "<punct>"
+    return bare if bare else PUNCTUATION_KEY
 
 
 def loop_start(units: Sequence[str], unit: Unit) -> int | None:
@@ -125,7 +128,7 @@ def restart_start(prefix_units: Sequence[str], draft_units: Sequence[str], unit:
     size = RESTART_UNITS[unit]
     keys = [_normalized(u) for u in [*prefix_units, *draft_units]]
     opening = keys[:size]
-    if len(opening) < size or all(key == "<punct>" for key in opening):
+    if len(opening) < size or all(key == PUNCTUATION_KEY for key in opening):
         return None
     for index in range(max(1, len(prefix_units)), len(keys) - size + 1):
         if keys[index:index + size] == opening:
@@ -181,9 +184,8 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
 def matched_in_order(units: Sequence[str], words: Sequence[str]) -> list[int]:
     """Indices of `units` in a longest common subsequence with `words`, case and punctuation aside (a unit of
     punctuation alone matches nothing)."""
-    keys = [_normalized(u) for u in units]
+    keys = [None if key == PUNCTUATION_KEY else key for key in map(_normalized, units)]
     targets = [_normalized(w) for w in words]
-    keys = [None if key == "<punct>" else key for key in keys]
     # lengths[i][j]: the longest common subsequence of keys[i:] and targets[j:]
     lengths = [[0] * (len(targets) + 1) for _ in range(len(keys) + 1)]
     for i in range(len(keys) - 1, -1, -1):

@@ -248,8 +248,7 @@ class LLMTranslator(StreamingTranslator):
             self._logged_stats = PolicyStats(**now)
 
     def _step(self, accessible: int, final: bool) -> Emission:
-        if not final and (accessible == 0 or accessible < self.config.min_accessible_words
-                          or not self._may_write(accessible)):
+        if not final and (accessible < max(1, self.config.min_accessible_words) or not self._may_write(accessible)):
             return Emission()
         # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
         step_key = (tuple(w.text for w in self.source_words), accessible, len(self.emitted_units), final)
