@@ -144,3 +144,40 @@ def test_bad_requests_fail_with_the_fix(whisper, tmp_path):
         load_recognizer("kaldi")
     with pytest.raises(RecognizerError, match="unknown Whisper window 'short'; choose one of fitted, padded"):
         load_recognizer("whisper", "embedded", window="short")
+
+
+THREAD_COUNT_SCRIPT = """
+import os, sys
+import numpy as np
+from agents.systems.config import CascadeConfig
+from backends.asr import load_recognizer
+before = len(os.listdir("/proc/self/task"))
+config = CascadeConfig(model="unused", asr_threads=int(sys.argv[1]))
+config.validate()
+load_recognizer(**config.recognizer_options()).transcribe(np.zeros(16_000, np.float32), "en")
+print(len(os.listdir("/proc/self/task")) - before)
+"""
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
+def test_asr_threads_sets_the_recognisers_cpu_threads():
+    """`asr_threads` reaches CTranslate2: each process loads Whisper from a cascade config and transcribes once,
+    and three threads start two more OS threads than one does (CTranslate2's intra-op pool). The presets' value
+    (2) is the default; 0 or a non-integer is refused."""
+    import subprocess
+    import sys
+
+    from agents.systems.config import CascadeConfig
+    from common.config import ConfigError
+
+    def started_threads(count: int) -> int:
+        done = subprocess.run([sys.executable, "-c", THREAD_COUNT_SCRIPT, str(count)], capture_output=True, text=True,
+                              env={**__import__("os").environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return int(done.stdout.split()[-1])
+
+    assert started_threads(3) - started_threads(1) == 2
+    assert CascadeConfig(model="unused").recognizer_options()["threads"] == 2
+    for bad in (0, 1.5, True):
+        with pytest.raises(ConfigError, match="asr_threads must be an integer >= 1"):
+            CascadeConfig(model="unused", asr_threads=bad).validate()

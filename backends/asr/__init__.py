@@ -8,12 +8,13 @@ from common.weights import WeightLoad
 
 # What Whisper's encoder sees: the speech plus a margin ("fitted") or faster-whisper's 30 s pad ("padded").
 WHISPER_WINDOWS = ("fitted", "padded")
+DEFAULT_WHISPER_THREADS = 2  # the presets' two cores, which the recogniser and the MT take in turn
 
 
-def _load_whisper(model: str, device: str, window: str) -> SpeechRecognizer:
+def _load_whisper(model: str, device: str, window: str, threads: int) -> SpeechRecognizer:
     from backends.asr.whisper import WhisperRecognizer
 
-    return WhisperRecognizer.load(model, device=device, window=window)
+    return WhisperRecognizer.load(model, device=device, threads=threads, window=window)
 
 
 def _load_qwen3(model: str, aligner: str, device: str, dtype: str, compiled: bool) -> SpeechRecognizer:
@@ -27,20 +28,23 @@ RECOGNIZERS = {"whisper": _load_whisper, "qwen3": _load_qwen3}
 
 
 def recognizer_load(name: str, model: str = "embedded", aligner: str = "", device: str = "cpu",
-                    dtype: str = "float32", window: str = "fitted", compiled: bool = False) -> WeightLoad:
+                    dtype: str = "float32", window: str = "fitted", compiled: bool = False,
+                    threads: int = DEFAULT_WHISPER_THREADS) -> WeightLoad:
     """The load of recogniser `name` from local weights (`model`, and `aligner` for qwen3; nothing is downloaded),
     with only the options it takes. `window` (whisper only): what the encoder sees, "fitted" to the speech or
-    "padded" to 30 s. `compiled` (qwen3 only): decode with a static cache and a compiled step."""
+    "padded" to 30 s. `threads` (whisper only): CTranslate2's CPU threads. `compiled` (qwen3 only): decode with a
+    static cache and a compiled step."""
     if name not in RECOGNIZERS:
         raise RecognizerError(f"unknown ASR backend {name!r}; choose one of {', '.join(RECOGNIZERS)}")
     return WeightLoad.taking(RECOGNIZERS[name], model=model, aligner=aligner, device=device, dtype=dtype,
-                             window=window, compiled=compiled)
+                             window=window, compiled=compiled, threads=threads)
 
 
 def load_recognizer(name: str, model: str = "embedded", aligner: str = "", device: str = "cpu",
-                    dtype: str = "float32", window: str = "fitted", compiled: bool = False) -> SpeechRecognizer:
+                    dtype: str = "float32", window: str = "fitted", compiled: bool = False,
+                    threads: int = DEFAULT_WHISPER_THREADS) -> SpeechRecognizer:
     """Load recogniser `name` now (the options of `recognizer_load`)."""
-    return recognizer_load(name, model, aligner, device, dtype, window, compiled).load()
+    return recognizer_load(name, model, aligner, device, dtype, window, compiled, threads).load()
 
 
 __all__ = ["RECOGNIZERS", "WHISPER_WINDOWS", "RecognizerError", "SpeechRecognizer", "TimedWord", "load_recognizer",

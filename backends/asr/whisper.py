@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backends.asr import WHISPER_WINDOWS
+from backends.asr import DEFAULT_WHISPER_THREADS, WHISPER_WINDOWS
 from backends.asr.base import (SAMPLE_RATE, RecognizerError, SpeechRecognizer, merge_word_pieces,
                                new_tokens_after_prefix)
 from backends.sources import cache_dir, concatenate_parts, replace_directory, staged_directory
@@ -136,8 +136,9 @@ class WhisperRecognizer(SpeechRecognizer):
         self.window = window
 
     @classmethod
-    def load(cls, spec: str = EMBEDDED_WHISPER, device: str = "cpu", threads: int = 0,
+    def load(cls, spec: str = EMBEDDED_WHISPER, device: str = "cpu", threads: int = DEFAULT_WHISPER_THREADS,
              window: str = "fitted") -> "WhisperRecognizer":
+        """Whisper from `spec` (local weights; nothing is downloaded); `threads`: CTranslate2's CPU threads."""
         if window not in WHISPER_WINDOWS:  # before the weights load
             raise RecognizerError(f"unknown Whisper window {window!r}; choose one of {', '.join(WHISPER_WINDOWS)}")
         try:
@@ -146,7 +147,7 @@ class WhisperRecognizer(SpeechRecognizer):
             raise RecognizerError(f"the whisper ASR backend needs faster-whisper: {WHISPER_INSTALL_HINT}") from None
         path = resolve_whisper_model(spec)
         compute_type = "int8" if device == "cpu" else "float16"
-        model = WhisperModel(str(path), device=device, compute_type=compute_type, cpu_threads=threads or 2)
+        model = WhisperModel(str(path), device=device, compute_type=compute_type, cpu_threads=threads)
         languages = frozenset(model.supported_languages) if model.model.is_multilingual else frozenset({"en"})
         return cls(model, languages, window)
 
