@@ -38,8 +38,14 @@ $(VENV)/.installed: pyproject.toml Makefile
 demo: install
 	$(PY) -m agents.demo
 
+# The main suite runs in TEST_WORKERS processes, one file per worker at a time (module fixtures load their models
+# once), each with one OpenMP thread: most of its time is one core's work (loading models, starting harness
+# subprocesses, Python policy loops), so two workers take 27 min where one takes 43 (2-core AVX2 EPYC, 2026-11-28).
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+
 test: install vllm-env
-	$(PY) -m pytest -q --durations=10
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(PYTEST_PARALLEL) --durations=10
 	# The vLLM backend's tests (tests/vllm_backend; skipped in the main venv, which has no vLLM).
 	$(VLLM_VENV)/bin/python -m pytest -q --durations=5 tests/vllm_backend
 
@@ -50,7 +56,7 @@ gpu-check: install
 	$(PY) benchmarks/gpu_check.py
 
 test-fast: install
-	$(PY) -m pytest -q -m "not real_model and not harness"
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not real_model and not harness"
 
 # COMET/XCOMET for `simulagents eval --comet-env .venv-comet`: unbabel-comet needs transformers<5,
 # huggingface-hub<1 and numpy<2, which our models cannot use, so OmniSTEval --comet runs from this second venv.
