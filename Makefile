@@ -42,10 +42,10 @@ demo: install
 # once), each with one OpenMP thread: most of its time is one core's work (loading models, starting harness
 # subprocesses, Python policy loops), so two workers take 27 min where one takes 43 (2-core AVX2 EPYC, 2026-11-28).
 TEST_WORKERS ?= 2
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test: install vllm-env
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(PYTEST_PARALLEL) --durations=10
+	$(PYTEST) --durations=10
 	# The vLLM backend's tests (tests/vllm_backend; skipped in the main venv, which has no vLLM).
 	$(VLLM_VENV)/bin/python -m pytest -q --durations=5 tests/vllm_backend
 
@@ -56,7 +56,7 @@ gpu-check: install
 	$(PY) benchmarks/gpu_check.py
 
 test-fast: install
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not real_model and not harness"
+	$(PYTEST) -m "not real_model and not harness"
 
 # COMET/XCOMET for `simulagents eval --comet-env .venv-comet`: unbabel-comet needs transformers<5,
 # huggingface-hub<1 and numpy<2, which our models cannot use, so OmniSTEval --comet runs from this second venv.
