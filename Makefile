@@ -40,11 +40,15 @@ demo: install
 
 # The main suite runs in TEST_WORKERS processes, one file per worker at a time (module fixtures load their models
 # once), each with one OpenMP thread: most of its time is one core's work (loading models, starting harness
-# subprocesses, Python policy loops), so two workers take 27 min where one takes 43 (2-core AVX2 EPYC, 2026-11-28).
+# subprocesses, Python policy loops), so two workers take 27 min where one takes 43 (2-core AVX2 EPYC, 2026-11-28);
+# a third worker there is no faster (over 29 min: the two cores are busy).
 TEST_WORKERS ?= 2
 PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: install vllm-env
+test:
+	# The two venvs install at the same time (pip mostly waits on downloads and unpacking): 3.1 min where one after
+	# the other take 5.5 (2-core AVX2 EPYC, pip's cache warm, 2026-11-28). Each one's output is printed whole.
+	$(MAKE) --jobs=2 --output-sync=target install vllm-env
 	$(PYTEST) --durations=10
 	# The vLLM backend's tests (tests/vllm_backend; skipped in the main venv, which has no vLLM).
 	$(VLLM_VENV)/bin/python -m pytest -q --durations=5 tests/vllm_backend
