@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from dataclasses import dataclass, field
 
+from policies.function_words import FUNCTION_WORDS, has_function_words, language_evidence
 from policies.units import Unit, is_cjk_unit_char, primary_language, split_units, units_prefix_length
 
 # A loop of a block of m units needs this many copies in a row before it is cut: one-unit and two-unit repeats
@@ -181,6 +182,23 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
     return None
 
 
+OPENING_LANGUAGE_UNITS = 8  # a segment's opening draft is judged by the language of this many of its first units
+
+
+def opens_in_source_language(prefix_units: Sequence[str], draft_units: Sequence[str], source_lang: str,
+                             target_lang: str) -> bool:
+    """Whether a segment's draft, with nothing of it committed yet, opens in the source language: among its first
+    OPENING_LANGUAGE_UNITS units, at least one function word of the source language only and none of the target
+    language only (`policies.function_words.language_evidence`). The model wrote the sentence in the source
+    language without copying it ("God's love is" for a first chunk misheard as "God-mourning everyone and"), which
+    no copy rule can see. Off (False) for a language pair whose function words are not listed."""
+    if prefix_units or primary_language(source_lang) not in FUNCTION_WORDS or not has_function_words(target_lang):
+        return False
+    keys = [_normalized(u) for u in draft_units[:OPENING_LANGUAGE_UNITS]]
+    source, target = language_evidence(keys, source_lang, target_lang)
+    return source >= 1 and target == 0
+
+
 def matched_in_order(units: Sequence[str], words: Sequence[str]) -> list[int]:
     """Indices of `units` in a longest common subsequence with `words`, case and punctuation aside (a unit of
     punctuation alone matches nothing)."""
@@ -263,6 +281,7 @@ class DraftGuard:
     target_lang: str
     instruction_words: tuple[str, ...] = field(default=())  # the prompt's system and instruction text, as words
     copy_run: int = 0  # `copy_length`: this many consecutive source words repeated in the draft are a copy; 0: off
+    source_lang: str = ""  # `copy_length`: a segment's draft that opens in this language is a copy from its start
 
     def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = ()
                       ) -> tuple[int, str]:
@@ -289,9 +308,13 @@ class DraftGuard:
 
     def copy_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str]) -> int | None:
         """Length of the part of `draft_text` (the continuation of `prefix_units`) before it starts copying
-        `source_words` (`copy_start` with `copy_run` words), or None where it does not."""
+        `source_words` (`copy_start` with `copy_run` words), or None where it does not. With the guard on
+        (`copy_run` >= 1), a segment's draft that opens in the source language (`opens_in_source_language`) is a
+        copy from its start."""
         units = split_units(draft_text, self.unit)
-        start = copy_start(prefix_units, units, source_words, self.copy_run)
+        start = (0 if self.copy_run >= 1 and opens_in_source_language(prefix_units, units, self.source_lang,
+                                                                      self.target_lang)
+                 else copy_start(prefix_units, units, source_words, self.copy_run))
         return None if start is None else units_prefix_length(draft_text, self.unit, start)
 
 

@@ -21,8 +21,10 @@ from policies.degenerate import (
     line_end,
     loop_start,
     matched_in_order,
+    opens_in_source_language,
     restart_start,
 )
+from policies.units import split_units, target_unit_for
 
 
 def test_line_end():
@@ -204,6 +206,56 @@ def test_a_translation_that_opens_with_the_sources_first_words_copies_it(source,
     assert copy_start([], draft.split(), source.split(), 4) == start
     assert copy_start([], draft.split(), source.split(), 0) is None  # off
     assert copy_start(["Hier"], draft.split(), source.split(), 4) is None  # only the segment's opening
+
+
+@pytest.mark.parametrize("source_lang, target_lang, draft, opens_in_source", [
+    # `make demo` on an AVX2-only CPU: the first draft of "God-mourning everyone and" shares no word with it
+    ("en", "de", "God's love is", True),
+    ("en", "de", "God's love", False),  # no function word: nothing to tell by
+    ("en", "de", "So, instead of doing that, we turn to", True),
+    ("en", "de", "So was benötigt", False),  # "so" and "was" are German words too: no evidence either way
+    ("en", "de", "We müssen", False),  # one word of each language: not told apart
+    ("en", "de", "Hallo, ich bin Sara", False),
+    ("en", "de", "Okay, gut.", False),
+    ("en", "it", "So we are going", True),
+    ("en", "it", "Ciao a tutti", False),
+    ("en", "it", "I modelli linguistici", False),  # "i": an article in Italian, a pronoun in English
+    ("en", "zh", "So we are going", True),
+    ("en", "zh", "所以 we are going", False),  # a unit in the target's script
+    ("cs", "en", "Je to velmi důležité", True),
+    ("cs", "en", "It is very important", False),
+    ("cs", "en", "To je", True),
+    ("en", "fr", "So we are going", False),  # a pair whose function words are not listed: off
+    ("fr", "en", "So we are going", False),
+])
+def test_a_draft_that_opens_in_the_source_language(source_lang, target_lang, draft, opens_in_source):
+    units = split_units(draft, target_unit_for(target_lang))
+    assert opens_in_source_language([], units, source_lang, target_lang) is opens_in_source
+    assert not opens_in_source_language(["Hier"], units, source_lang, target_lang)  # only the segment's opening
+
+
+def test_the_source_language_opening_is_a_copy_from_the_start_when_the_guard_is_on():
+    source = "God-mourning everyone and thank you".split()
+    on = DraftGuard("word", "de", copy_run=4, source_lang="en")
+    assert on.copy_length([], "God's love is", source) == 0
+    assert on.copy_length(["Guten"], "love is", source) is None  # committed units stay
+    assert DraftGuard("word", "de", copy_run=0, source_lang="en").copy_length([], "God's love is", source) is None
+    assert DraftGuard("word", "de", copy_run=4).copy_length([], "God's love is", source) is None  # no source language
+
+
+def test_the_function_words_tell_mcif_references_from_their_sources(shared_data):
+    """On the MCIF dev calibration talks: a reference opens in English only where it quotes an English title, and
+    nearly every English source line opens in English (the lists' calibration; `opens_in_source_language`)."""
+    from common.datasets import load_mcif, mcif_split
+
+    for target_lang in ("de", "it", "zh"):
+        lines = mcif_split(load_mcif(shared_data, target_lang), "calibration")
+        unit = target_unit_for(target_lang)
+        references = sum(opens_in_source_language([], split_units(line.reference, unit), "en", target_lang)
+                         for line in lines)
+        sources = sum(opens_in_source_language([], split_units(line.source, unit), "en", target_lang)
+                      for line in lines)
+        assert len(lines) > 150 and references <= 2 and sources >= 0.97 * len(lines), (target_lang, references, sources)
 
 
 def test_matched_in_order_is_a_longest_common_subsequence():

@@ -551,15 +551,17 @@ COPIED = "So what is needed for a good generalization?".split()
 
 
 @pytest.mark.parametrize("after_ban, expected", [
-    ([" benötigt für eine gute Generalisierung?"], "So was benötigt für eine gute Generalisierung?"),
-    ([" is needed for a good generalization?"], "So was needed for a good generalization?"),  # copies again: kept
-    ([""], "So was needed for a good generalization?"),  # gives nothing: the copy is kept
+    ([" benötigt für eine gute Generalisierung?"], "Was ist benötigt für eine gute Generalisierung?"),
+    ([" is needed for a good generalization?"], "Was ist needed for a good generalization?"),  # copies again: kept
+    ([""], "Was ist needed for a good generalization?"),  # gives nothing: the copy is kept
 ])
 def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tiny_lm, after_ban, expected):
     """"So was needed for a good generalization?" (the 0.5B model, MCIF): from "needed" the draft repeats the
     source. The final draft is made again from there with another first token; where that one copies as well, or
-    writes nothing, the copy is kept (an untranslated sentence still says more than a missing one)."""
-    session = CopyingSession(tiny_lm.tokenizer, COPIED, "So was", after_ban)
+    writes nothing, the copy is kept (an untranslated sentence still says more than a missing one). (The draft
+    here opens with a German word, "ist": "So was needed ..." opens in English, which the guard now sees from its
+    first word, `test_a_segment_whose_drafts_open_in_the_source_language_...`.)"""
+    session = CopyingSession(tiny_lm.tokenizer, COPIED, "Was ist", after_ban)
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60))  # only the final step drafts
     assert " ".join(unit for e in stream(translator, COPIED) for unit in e.new_units) == expected
@@ -567,7 +569,7 @@ def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tin
     stats = translator.stats
     assert (stats.final_copied, stats.final_retries, stats.final_retries_copied) == (1, 1, int("needed" in after_ban[0]))
     off = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, copy_guard_words=0))
-    assert " ".join(unit for e in stream(off, COPIED) for unit in e.new_units) == " ".join(["So was", *COPIED[3:]])
+    assert " ".join(unit for e in stream(off, COPIED) for unit in e.new_units) == " ".join(["Was ist", *COPIED[3:]])
     assert session.banned_calls == 1 and off.stats.final_copied == 0
     with pytest.raises(ConfigError, match="copy_guard_words must be >= 0"):
         build_config(WaitkConfig, {"copy_guard_words": -1})
@@ -589,3 +591,54 @@ def test_a_live_step_commits_nothing_from_where_its_draft_copies_the_source(tiny
     assert [s.copied for s in translator.steps if not s.final] == [False] * 6 + [True, True]
     assert translator.stats.copied == 2
     assert list(emissions[-1].new_units) == ["eine", "gute", "Generalisierung?"]
+
+
+class SourceLanguageSession:
+    """Stands in for a model session (a fake: it writes English on purpose, as the 0.5B model did for `make demo`'s
+    misheard first chunk on an AVX2-only CPU): given n read source words it drafts the first n + 2 words of
+    `english` (its first draft "God's love is"), which shares no run with the source; a first token it may not write makes it write `after_ban`."""
+
+    def __init__(self, tokenizer, source: list[str], english: str, after_ban: str):
+        self.tokenizer, self.source, self.english, self.after_ban = tokenizer, source, english.split(), after_ban
+        self.banned_calls = 0
+
+    def reset(self):
+        pass
+
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+        prompt = self.tokenizer.decode(prompt_ids)
+        read = max(n for n in range(1, len(self.source) + 1) if " ".join(self.source[:n]) in prompt)
+        prefix = prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
+        text = " ".join(self.english[:read + 2])
+        if banned_first_tokens:
+            self.banned_calls += 1
+            text = prefix + self.after_ban
+        return scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
+
+
+def test_a_segment_whose_drafts_open_in_the_source_language_commits_nothing_until_its_final_is_made_again(tiny_lm):
+    """Whisper heard "Good morning everyone" as "God-mourning everyone and", and every draft was English of the
+    model's own ("God's love is ..."), which copies no source run: no live step commits it (`opens_in_source_language`,
+    part of the copy guard), and the final draft is made again with another first token. Off, the line stays
+    English, as `make demo`'s first line did."""
+    source = "God-mourning everyone and thank you for coming.".split()
+    english = "God's love is everyone and thank you for coming."
+
+    def translator_with(copy_guard_words):
+        session = SourceLanguageSession(tiny_lm.tokenizer, source, english, "Guten Morgen allerseits, danke fürs Kommen.")
+        lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+        config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=copy_guard_words)
+        translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
+        translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+            (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+        return translator, session
+
+    translator, session = translator_with(4)
+    emissions = stream(translator, source)
+    assert all(not e.new_units for e in emissions[:-1])
+    assert " ".join(emissions[-1].new_units) == "Guten Morgen allerseits, danke fürs Kommen."
+    assert session.banned_calls == 1 and translator.stats.final_copied == 1
+    assert all(step.copied for step in translator.steps if not step.final)
+    translator, session = translator_with(0)
+    assert " ".join(u for e in stream(translator, source) for u in e.new_units) == english
+    assert session.banned_calls == 0

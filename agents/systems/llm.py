@@ -175,7 +175,8 @@ class LLMTranslator(StreamingTranslator):
         prompt_words_to_avoid = echo_words(f"{self.prompts.system} {self.prompts.instruction}".split(),
                                            language_name(config.source_lang), language_name(config.target_lang),
                                            config.target_lang)
-        self.guard = DraftGuard(self.target_unit, config.target_lang, prompt_words_to_avoid, config.copy_guard_words)
+        self.guard = DraftGuard(self.target_unit, config.target_lang, prompt_words_to_avoid, config.copy_guard_words,
+                                config.source_lang)
         self.session = lm.session(heads)
         self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
