@@ -1,6 +1,6 @@
 """Where a one-line translation draft stops being a translation: at a line break, a loop, a restart of the
 translation, an echo of the prompt's instructions, a switch to a script the target language does not use, a copy
-of the source instead of its translation, or past the length its source can need.
+of the source (or an opening in its language) instead of its translation, or past the length its source can need.
 Pure text rules shared by every LLM translator and backend.
 """
 

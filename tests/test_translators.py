@@ -476,9 +476,7 @@ class CopyingSession:
         pass
 
     def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
-        prompt = self.tokenizer.decode(prompt_ids)
-        read = max(n for n in range(1, len(self.source) + 1) if " ".join(self.source[:n]) in prompt)
-        prefix = prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
+        read, prefix = read_and_target(self.tokenizer.decode(prompt_ids), self.source)
         text = " ".join([self.opening, *self.source[3:read]])
         if banned_first_tokens:
             self.banned_calls += 1
@@ -486,6 +484,13 @@ class CopyingSession:
         draft = scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
         assert not (banned_first_tokens and draft.tokens) or draft.tokens[0] not in banned_first_tokens
         return draft
+
+
+def read_and_target(prompt: str, source: list[str]) -> tuple[int, str]:
+    """What a fake session reads off its decoded prompt: how many of `source`'s words it holds, and the target
+    prefix after the assistant's turn."""
+    read = max(n for n in range(1, len(source) + 1) if " ".join(source[:n]) in prompt)
+    return read, prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
 
 
 def scripted_draft(tokenizer, prompt_ids, prefix: str, text: str, max_new_tokens: int, stop):
@@ -602,17 +607,12 @@ class SourceLanguageSession:
         self.tokenizer, self.source, self.english, self.after_ban = tokenizer, source, english.split(), after_ban
         self.banned_calls = 0
 
-    def reset(self):
-        pass
+    reset = CopyingSession.reset
 
     def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
-        prompt = self.tokenizer.decode(prompt_ids)
-        read = max(n for n in range(1, len(self.source) + 1) if " ".join(self.source[:n]) in prompt)
-        prefix = prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
-        text = " ".join(self.english[:read + 2])
-        if banned_first_tokens:
-            self.banned_calls += 1
-            text = prefix + self.after_ban
+        read, prefix = read_and_target(self.tokenizer.decode(prompt_ids), self.source)
+        text = prefix + self.after_ban if banned_first_tokens else " ".join(self.english[:read + 2])
+        self.banned_calls += bool(banned_first_tokens)
         return scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
 
 

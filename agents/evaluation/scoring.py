@@ -185,7 +185,7 @@ def policy_scores(run_dir: Path) -> dict[str, float]:
     """From the translator's policy log (if the run wrote one), in percent: the share of live steps where the
     AlignAtt gate withheld draft tokens, of drafts cut because they stopped being a translation (a loop, an echo, a
     restart, a foreign script), of drafts that ended their line (a translation's normal end, counted apart) and of
-    drafts that copied the source (`copy_guard_words`)."""
+    drafts that copied the source or opened in its language (`copy_guard_words`)."""
     log = run_dir / POLICY_LOG
     if not log.is_file():
         return {}
