@@ -281,7 +281,7 @@ class DraftGuard:
     target_lang: str
     instruction_words: tuple[str, ...] = field(default=())  # the prompt's system and instruction text, as words
     copy_run: int = 0  # `copy_length`: this many consecutive source words repeated in the draft are a copy; 0: off
-    source_lang: str = ""  # `copy_length`: a segment's draft that opens in this language is a copy from its start
+    source_lang: str = ""  # `opens_in_source_language`: the language a segment's draft must not open in
 
     def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = ()
                       ) -> tuple[int, str]:
@@ -308,14 +308,16 @@ class DraftGuard:
 
     def copy_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str]) -> int | None:
         """Length of the part of `draft_text` (the continuation of `prefix_units`) before it starts copying
-        `source_words` (`copy_start` with `copy_run` words), or None where it does not. With the guard on
-        (`copy_run` >= 1), a segment's draft that opens in the source language (`opens_in_source_language`) is a
-        copy from its start."""
+        `source_words` (`copy_start` with `copy_run` words), or None where it does not."""
         units = split_units(draft_text, self.unit)
-        start = (0 if self.copy_run >= 1 and opens_in_source_language(prefix_units, units, self.source_lang,
-                                                                      self.target_lang)
-                 else copy_start(prefix_units, units, source_words, self.copy_run))
+        start = copy_start(prefix_units, units, source_words, self.copy_run)
         return None if start is None else units_prefix_length(draft_text, self.unit, start)
+
+    def opens_in_source_language(self, prefix_units: Sequence[str], draft_text: str) -> bool:
+        """Whether `draft_text`, a segment's draft with nothing committed yet (`prefix_units` empty), opens in
+        `source_lang` (`opens_in_source_language`); False with the copy guard off (`copy_run` 0)."""
+        return self.copy_run >= 1 and opens_in_source_language(prefix_units, split_units(draft_text, self.unit),
+                                                               self.source_lang, self.target_lang)
 
 
 def final_budget(source_tokens: int, target_prefix_tokens: int, ratio: float, slack: int, cap: int) -> int:

@@ -234,13 +234,14 @@ def test_a_draft_that_opens_in_the_source_language(source_lang, target_lang, dra
     assert not opens_in_source_language(["Hier"], units, source_lang, target_lang)  # only the segment's opening
 
 
-def test_the_source_language_opening_is_a_copy_from_the_start_when_the_guard_is_on():
-    source = "God-mourning everyone and thank you".split()
-    on = DraftGuard("word", "de", copy_run=4, source_lang="en")
-    assert on.copy_length([], "God's love is", source) == 0
-    assert on.copy_length(["Guten"], "love is", source) is None  # committed units stay
-    assert DraftGuard("word", "de", copy_run=0, source_lang="en").copy_length([], "God's love is", source) is None
-    assert DraftGuard("word", "de", copy_run=4).copy_length([], "God's love is", source) is None  # no source language
+def test_the_guard_tells_a_source_language_opening_when_the_copy_guard_is_on():
+    guard = DraftGuard("word", "de", copy_run=4, source_lang="en")
+    assert guard.opens_in_source_language([], "God's love is")
+    assert not guard.opens_in_source_language(["Guten"], "love is")  # committed units stay
+    assert not guard.opens_in_source_language([], "Guten Morgen, alle")
+    assert guard.copy_length([], "God's love is", "God-mourning everyone and".split()) is None  # no copy
+    assert not DraftGuard("word", "de", copy_run=0, source_lang="en").opens_in_source_language([], "God's love is")
+    assert not DraftGuard("word", "de", copy_run=4).opens_in_source_language([], "God's love is")  # no language
 
 
 def test_the_function_words_tell_mcif_references_from_their_sources(shared_data):

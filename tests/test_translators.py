@@ -556,17 +556,15 @@ COPIED = "So what is needed for a good generalization?".split()
 
 
 @pytest.mark.parametrize("after_ban, expected", [
-    ([" benötigt für eine gute Generalisierung?"], "Was ist benötigt für eine gute Generalisierung?"),
-    ([" is needed for a good generalization?"], "Was ist needed for a good generalization?"),  # copies again: kept
-    ([""], "Was ist needed for a good generalization?"),  # gives nothing: the copy is kept
+    ([" benötigt für eine gute Generalisierung?"], "So was benötigt für eine gute Generalisierung?"),
+    ([" is needed for a good generalization?"], "So was needed for a good generalization?"),  # copies again: kept
+    ([""], "So was needed for a good generalization?"),  # gives nothing: the copy is kept
 ])
 def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tiny_lm, after_ban, expected):
     """"So was needed for a good generalization?" (the 0.5B model, MCIF): from "needed" the draft repeats the
     source. The final draft is made again from there with another first token; where that one copies as well, or
-    writes nothing, the copy is kept (an untranslated sentence still says more than a missing one). (The draft
-    here opens with a German word, "ist": "So was needed ..." opens in English, which the guard now sees from its
-    first word, `test_a_segment_whose_drafts_open_in_the_source_language_...`.)"""
-    session = CopyingSession(tiny_lm.tokenizer, COPIED, "Was ist", after_ban)
+    writes nothing, the copy is kept (an untranslated sentence still says more than a missing one)."""
+    session = CopyingSession(tiny_lm.tokenizer, COPIED, "So was", after_ban)
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60))  # only the final step drafts
     assert " ".join(unit for e in stream(translator, COPIED) for unit in e.new_units) == expected
@@ -574,7 +572,7 @@ def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tin
     stats = translator.stats
     assert (stats.final_copied, stats.final_retries, stats.final_retries_copied) == (1, 1, int("needed" in after_ban[0]))
     off = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, copy_guard_words=0))
-    assert " ".join(unit for e in stream(off, COPIED) for unit in e.new_units) == " ".join(["Was ist", *COPIED[3:]])
+    assert " ".join(unit for e in stream(off, COPIED) for unit in e.new_units) == " ".join(["So was", *COPIED[3:]])
     assert session.banned_calls == 1 and off.stats.final_copied == 0
     with pytest.raises(ConfigError, match="copy_guard_words must be >= 0"):
         build_config(WaitkConfig, {"copy_guard_words": -1})
@@ -600,45 +598,55 @@ def test_a_live_step_commits_nothing_from_where_its_draft_copies_the_source(tiny
 
 class SourceLanguageSession:
     """Stands in for a model session (a fake: it writes English on purpose, as the 0.5B model did for `make demo`'s
-    misheard first chunk on an AVX2-only CPU): given n read source words it drafts the first n + 2 words of
-    `english` (its first draft "God's love is"), which shares no run with the source; a first token it may not write makes it write `after_ban`."""
+    misheard first chunk on an AVX2-only CPU): with nothing of the segment's translation in its prompt and n read
+    source words it drafts the first n + 2 words of `english` (its first draft "God's love is", which shares no run
+    with the source) until it has read `english_until` words, then the first n words of `german`; after an English
+    target prefix it goes on in English."""
 
-    def __init__(self, tokenizer, source: list[str], english: str, after_ban: str):
-        self.tokenizer, self.source, self.english, self.after_ban = tokenizer, source, english.split(), after_ban
-        self.banned_calls = 0
+    def __init__(self, tokenizer, source: list[str], english: str, german: str, english_until: int):
+        self.tokenizer, self.source, self.english, self.german = tokenizer, source, english.split(), german.split()
+        self.english_until = english_until
 
     reset = CopyingSession.reset
 
     def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+        assert not banned_first_tokens, "a draft that opens in the source language is not made again"
         read, prefix = read_and_target(self.tokenizer.decode(prompt_ids), self.source)
-        text = prefix + self.after_ban if banned_first_tokens else " ".join(self.english[:read + 2])
-        self.banned_calls += bool(banned_first_tokens)
+        english = " ".join(self.english).startswith(prefix) and (bool(prefix) or read < self.english_until)
+        text = " ".join(self.english[:read + 2] if english else self.german[:read])
         return scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
 
 
-def test_a_segment_whose_drafts_open_in_the_source_language_commits_nothing_until_its_final_is_made_again(tiny_lm):
-    """Whisper heard "Good morning everyone" as "God-mourning everyone and", and every draft was English of the
-    model's own ("God's love is ..."), which copies no source run: no live step commits it (`opens_in_source_language`,
-    part of the copy guard), and the final draft is made again with another first token. Off, the line stays
-    English, as `make demo`'s first line did."""
+@pytest.mark.parametrize("english_until, expected", [
+    (3, "Guten Morgen allerseits, danke fürs Kommen."),  # the third word brings a translation
+    (100, "God's love is with all of you who came"),  # English to the end: the final draft is kept
+])
+def test_no_live_step_commits_a_draft_that_opens_in_the_source_language(tiny_lm, english_until, expected):
+    """Whisper heard "Good morning everyone" as "God-mourning everyone and", and the first drafts were English of
+    the model's own ("God's love is ..."), which copies no source run: no live step commits them
+    (`DraftGuard.opens_in_source_language`, part of the copy guard), so the drafts that see more words translate
+    from the segment's start. Off, "God's love" is committed and the line stays English, as `make demo`'s first line
+    did. A final draft is not held or made again for its language."""
     source = "God-mourning everyone and thank you for coming.".split()
-    english = "God's love is everyone and thank you for coming."
+    english = "God's love is with all of you who came here today."
 
-    def translator_with(copy_guard_words):
-        session = SourceLanguageSession(tiny_lm.tokenizer, source, english, "Guten Morgen allerseits, danke fürs Kommen.")
+    def translate(copy_guard_words):
+        session = SourceLanguageSession(tiny_lm.tokenizer, source, english,
+                                        "Guten Morgen allerseits, danke fürs Kommen.", english_until)
         lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
         config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=copy_guard_words)
         translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
         translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
             (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
-        return translator, session
+        return translator, stream(translator, source)
 
-    translator, session = translator_with(4)
-    emissions = stream(translator, source)
-    assert all(not e.new_units for e in emissions[:-1])
-    assert " ".join(emissions[-1].new_units) == "Guten Morgen allerseits, danke fürs Kommen."
-    assert session.banned_calls == 1 and translator.stats.final_copied == 1
-    assert all(step.copied for step in translator.steps if not step.final)
-    translator, session = translator_with(0)
-    assert " ".join(u for e in stream(translator, source) for u in e.new_units) == english
-    assert session.banned_calls == 0
+    translator, emissions = translate(4)
+    assert " ".join(u for e in emissions for u in e.new_units) == expected
+    live = [step for step in translator.steps if not step.final]
+    held = min(english_until - 1, len(source))  # the live steps that drafted English (one per word read)
+    assert [step.copied for step in live[:held]] == [True] * held and not any(step.copied for step in live[held:])
+    assert all(not e.new_units for e in emissions[:held])
+    assert translator.stats.final_copied == 0
+    translator, emissions = translate(0)
+    assert " ".join(u for e in emissions for u in e.new_units) == "God's love is with all of you who came"
+    assert emissions[0].new_units == ("God's", "love")  # all but the draft's last unit

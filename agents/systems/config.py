@@ -36,10 +36,11 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
                                  "an echo, a foreign script) is drafted again after what it kept, with another first "
                                  "token than the cut part's; 0: the translation ends at the cut")
     copy_guard_words: int = knob(4, "a run of this many draft words repeating source words in order (two of them in "
-                                    "lower case), or a segment's draft that opens in the source language (its "
-                                    "function words, not the target's), is a copy, not a translation: a live "
-                                    "step commits nothing from it, a final draft is made again from it with "
-                                    "another first token (kept only if it copies no more); 0: off")
+                                    "lower case) is a copy, not a translation: a live step commits nothing from "
+                                    "it, a final draft is made again from it with another first token (kept "
+                                    "only if it copies no more); nor does a live step commit a segment's draft "
+                                    "that opens in the source language (its function words, not the target's); "
+                                    "0: off")
     policy_log: str = knob("", "append the policy's statistics (live steps, gate fired, tokens withheld, degenerate "
                                "drafts) as one JSON line per finished segment to this file; empty: off")
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "

@@ -54,7 +54,8 @@ class Step:
     translation's line ended) or a degenerate cut (a loop, an echo, a restart, a foreign script).
     retry: a final draft made again after the previous one's degenerate cut or copy (`LLMTranslator._retry_final`).
     copied: the draft's usable text copies the source from some unit on (`DraftGuard.copy_length`): a live step
-    commits nothing from there, a final one is made again from there.
+    commits nothing from there, a final one is made again from there. A live draft that opens the segment in the
+    source language (`DraftGuard.opens_in_source_language`) counts as copied from its start.
     preamble: the segment's draft opened with an introduction of its own; it moves into the prompt (see
     `LLMTranslator.segment_preamble`) and the step is drafted again after it.
     """
@@ -296,6 +297,12 @@ class LLMTranslator(StreamingTranslator):
         committed = draft_text[:committed_length]
         # A copy shows in the draft's words after the committable part too ("needed for a | good" read in full).
         copied = self._copy_length(draft_text[:usable])
+        if copied is None and not final and self.guard.opens_in_source_language(self.segment_units,
+                                                                                 draft_text[:usable]):
+            # Nothing of it is committed while the source runs: a later draft, seeing more, may be a translation
+            # ("God's love is" -> "Hallo, alle und vielen Dank"). A final draft that still opens so is kept: made
+            # again with another first token it wrote worse lines (docs/alignatt4llm_quality.md).
+            copied = 0
         if copied is not None:
             copied = min(copied, len(committed))
         self._record(Step(prompt, draft, draft_text, committed if copied is None else committed[:copied], accessible,
