@@ -31,8 +31,8 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         a in no""".split()),
     "cs": frozenset("""
         a je jsou se na v ve že to z ze do o k s pro jako ale nebo když tak také jsem jsme ten ta tento tato toto
-        které který která by bylo byl byla není už jen velmi při podle před po od co jak tady teď vás nás mi si
-        bude budou má mají své jeho její jejich tedy proto aby i on""".split()),
+        které který která by bylo byl byla není už jen velmi při podle před po od co jak tady teď vás nás mi
+        si bude budou má mají své jeho její jejich tedy proto aby i on""".split()),
 }
 
 # Targets written in CJK script: any unit holding a CJK character counts for the target.
