@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.units import is_cjk_unit_char, primary_language
+from policies.units import CJK_LANGUAGES, is_cjk_unit_char, primary_language
 
 # Each language's commonest function words, lower case, without punctuation (as `policies.degenerate._normalized`
 # writes a unit: "don't" -> "dont"). A word common in two languages is listed in both ("in", "so", "was", "a"), so
@@ -16,7 +16,7 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         the a an and of to in is are was were be been being that this these those it its we you they he she i me
         my our your their us them what which who whom there here not no but or if so do does did how why when can
         will would should could about from at by with for on as have has had just very also then now than some like
-        all one going want think really lets dont im ive weve youre theyre thats its whats theres were isnt arent
+        all one going want think really lets dont im ive weve youre theyre thats whats theres isnt arent
         into over because""".split()),
     "de": frozenset("""
         der die das und ist sind ich wir sie es ein eine einen einem einer eines nicht zu mit von den dem des auf
@@ -35,14 +35,10 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         si bude budou má mají své jeho její jejich tedy proto aby i on""".split()),
 }
 
-# Targets written in CJK script: any unit holding a CJK character counts for the target.
-CJK_SCRIPT_LANGUAGES = frozenset({"zh", "ja"})
-
-
 def has_function_words(lang: str) -> bool:
     """Whether `language_evidence` can recognise `lang` (its function words, or its script)."""
     lang = primary_language(lang)
-    return lang in FUNCTION_WORDS or lang in CJK_SCRIPT_LANGUAGES
+    return lang in FUNCTION_WORDS or lang in CJK_LANGUAGES
 
 
 def exclusive_words(lang: str, other: str) -> frozenset[str]:
@@ -57,7 +53,7 @@ def language_evidence(keys: Sequence[str], source_lang: str, target_lang: str) -
     unit in its script."""
     source_only = exclusive_words(source_lang, target_lang)
     target_only = exclusive_words(target_lang, source_lang)
-    cjk_target = primary_language(target_lang) in CJK_SCRIPT_LANGUAGES
+    cjk_target = primary_language(target_lang) in CJK_LANGUAGES
     source = sum(key in source_only for key in keys)
     target = sum(key in target_only or (cjk_target and any(is_cjk_unit_char(c) for c in key)) for key in keys)
     return source, target
