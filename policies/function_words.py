@@ -35,6 +35,7 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         si bude budou má mají své jeho její jejich tedy proto aby i on""".split()),
 }
 
+
 def has_function_words(lang: str) -> bool:
     """Whether `language_evidence` can recognise `lang` (its function words, or its script)."""
     lang = primary_language(lang)

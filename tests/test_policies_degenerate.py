@@ -256,7 +256,8 @@ def test_the_function_words_tell_mcif_references_from_their_sources(shared_data)
                          for line in lines)
         sources = sum(opens_in_source_language([], split_units(line.source, unit), "en", target_lang)
                       for line in lines)
-        assert len(lines) > 150 and references <= 2 and sources >= 0.97 * len(lines), (target_lang, references, sources)
+        assert len(lines) > 150 and references <= 2 and sources >= 0.97 * len(lines), (target_lang, references,
+                                                                                        sources)
 
 
 def test_matched_in_order_is_a_longest_common_subsequence():
