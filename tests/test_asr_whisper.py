@@ -166,8 +166,9 @@ print(len(os.listdir("/proc/self/task")) - before)
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
 def test_asr_threads_sets_the_recognisers_cpu_threads():
     """`asr_threads` reaches CTranslate2: each process loads Whisper from a cascade config and transcribes once,
-    and three threads start two more OS threads than one does (CTranslate2's intra-op pool). The presets' value
-    (2) is the default; 0 or a non-integer is refused."""
+    and two threads start one more OS thread than one does (CTranslate2's intra-op pool). Not three: on an Intel
+    Xeon with 2 cores (2026-11-29) 3 and 4 threads started no more than 2, where an AMD EPYC started 3. The presets'
+    value (2) is the default; 0 or a non-integer is refused."""
     from agents.systems.config import CascadeConfig
     from common.config import ConfigError
 
@@ -177,7 +178,7 @@ def test_asr_threads_sets_the_recognisers_cpu_threads():
         assert done.returncode == 0, done.stderr[-2000:]
         return int(done.stdout.split()[-1])
 
-    assert started_threads(3) - started_threads(1) == 2
+    assert started_threads(2) - started_threads(1) == 1
     assert CascadeConfig(model="unused").recognizer_options()["threads"] == 2
     for bad in (0, 1.5, True):
         with pytest.raises(ConfigError, match="asr_threads must be an integer >= 1"):
