@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import eval_configs
+from backends.cpu import cpu_summary
 
 TALK = [
     ("Good morning everyone, and thank you for coming.", "Guten Morgen zusammen, und danke, dass Sie gekommen sind."),
@@ -66,7 +67,7 @@ def main(output_dir: str = "runs/demo") -> None:
     print("\nScores (OmniSTEval long-form; latencies in ms):")
     for name in ("BLEU", "chrF", "LongYAAL (CU)", "LongYAAL (CA)"):
         print(f"  {name:14s} {float(scores[name]):8.2f}")
-    print(f"  {'RTF':14s} {compute / audio:8.2f}   (computation time / audio time, 2 CPU cores)")
+    print(f"  {'RTF':14s} {compute / audio:8.2f}   (computation time / audio time; {cpu_summary()})")
     print(f"\nEverything is in {out}/ (metrics log, its eval config, the wav, references, segments).")
 
 

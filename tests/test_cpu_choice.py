@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.systems.config import CascadeConfig
-from backends.cpu import cpu_info, has_native_bf16, preferred_gguf_weights
+from backends.cpu import cpu_info, cpu_summary, has_native_bf16, preferred_gguf_weights, relevant_flags
 from common.config import ConfigError, build_config
 
 X86_AVX2 = "processor\t: 0\nmodel name\t: AMD EPYC 7B12\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\n"
@@ -78,3 +78,14 @@ def test_quantized_weights_on_an_amx_build_are_refused_with_the_fix(tmp_path):
         check_no_amx_matmul("7", tmp_path / "model.gguf", amx_build)  # q8_0
     check_no_amx_matmul("32", tmp_path / "model.gguf", amx_build)  # bf16 never takes the AMX path
     check_no_amx_matmul("7", tmp_path / "model.gguf", plain_build)
+
+
+def test_the_summary_printed_beside_timings_names_this_cpu_its_kernel_flags_and_cores():
+    """`make demo` and every benchmark print it beside their speeds (a speed on one kind of CPU says nothing of
+    another)."""
+    import os
+
+    model, flags = cpu_info()
+    summary = cpu_summary()
+    assert summary.startswith(f"cpu: {model} | flags: ") and f"| {os.cpu_count()} cores |" in summary
+    assert all(flag in summary.split("|")[1].split() for flag in relevant_flags(flags))
