@@ -39,7 +39,8 @@ class StreamingTranslator(ABC):
         return join_units(self.emitted_units, self.target_unit)
 
     def _emit(self, emission: Emission) -> Emission:
-        """Record `emission` in `emitted_units`, enforcing append-only and exact-suffix retraction."""
+        """Record `emission` in `emitted_units` (its first unit joined to the last one where it says so),
+        enforcing append-only and exact-suffix retraction."""
         if emission.retract_units:
             if self.append_only:
                 raise RuntimeError(f"{type(self).__name__} is append-only but tried to retract {emission.retract_units} units")
@@ -48,7 +49,12 @@ class StreamingTranslator(ABC):
                     f"cannot retract {emission.retract_units} units: only {len(self.emitted_units)} were emitted"
                 )
             del self.emitted_units[len(self.emitted_units) - emission.retract_units :]
-        self.emitted_units.extend(emission.new_units)
+        new_units = list(emission.new_units)
+        if emission.joins_last_unit:
+            if not self.emitted_units:
+                raise RuntimeError(f"{type(self).__name__} joined a unit to an empty output")
+            self.emitted_units[-1] += new_units.pop(0)
+        self.emitted_units.extend(new_units)
         return emission
 
 

@@ -79,6 +79,8 @@ class Tracer:
             record["accessible"] = step.accessible_words if step else None
         record.update({"target_before": before, "draft": step.draft_text if step else None,
                        "emitted": self._text(emission.new_units)})
+        if emission.joins_last_unit:  # "emitted" goes on inside target_before's last word ("Open" + "AI eine")
+            record["joins_last_unit"] = True
         if len(added) > 1:  # a final draft cut as degenerate and drafted again (LLMTranslator._retry_final)
             record["retry_drafts"] = [retry.draft_text for retry in added[1:]]
         self.records.append(record)

@@ -27,18 +27,34 @@ class TimedWord:
 class Emission:
     """What a translator says after a feed: retract the last `retract_units` emitted units, then append `new_units`.
 
-    Units are words for spacing scripts and characters for CJK targets (`policies.units`).
+    Units are words for spacing scripts and characters for CJK targets (`policies.units`). With `joins_last_unit`
+    the first new unit goes on inside the last unit emitted before it, with no space between them: a draft that
+    continues the word a step committed ("Open" + "AI", "Decoder" + "-Module", "Marker" + ", die"). It appends
+    text, so append-only translators may join; it never comes with a retraction.
     """
 
     retract_units: int = 0
     new_units: tuple[str, ...] = ()
+    joins_last_unit: bool = False
+
+    def __post_init__(self) -> None:
+        if self.joins_last_unit and (self.retract_units or not self.new_units):
+            raise ValueError("an emission that joins the last unit appends at least one unit and retracts none")
 
     @property
     def is_empty(self) -> bool:
         return self.retract_units == 0 and not self.new_units
 
     def then(self, later: "Emission") -> "Emission":
-        """This emission followed by `later`, as one (`later` may retract into this one's new units)."""
+        """This emission followed by `later`, as one (`later` may retract into this one's new units, or join the
+        last of them)."""
+        if later.retract_units and self.joins_last_unit:
+            raise ValueError("cannot retract after an emission that joined the last unit")
         overlap = min(later.retract_units, len(self.new_units))
-        return Emission(self.retract_units + later.retract_units - overlap,
-                        self.new_units[: len(self.new_units) - overlap] + tuple(later.new_units))
+        units = self.new_units[: len(self.new_units) - overlap]
+        retract = self.retract_units + later.retract_units - overlap
+        if later.joins_last_unit and units:
+            return Emission(retract, units[:-1] + (units[-1] + later.new_units[0],) + tuple(later.new_units[1:]),
+                            self.joins_last_unit)
+        return Emission(retract, units + tuple(later.new_units),
+                        self.joins_last_unit if units else later.joins_last_unit)

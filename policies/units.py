@@ -109,6 +109,14 @@ def split_units(text: str, unit: Unit, continues: bool = False) -> list[str]:
     return units
 
 
+def continues_last_unit(continuation: str, unit: Unit) -> bool:
+    """Whether `continuation`, text drafted right after emitted units, goes on inside the last of them instead of
+    starting a new one: for words, where it starts with anything but whitespace ("Open" + "AI", "Decoder" +
+    "-Module", "Marker" + ", die"). Characters are concatenated anyway, so a CJK target never needs it."""
+    _check_unit(unit)
+    return unit == "word" and bool(continuation) and not continuation[0].isspace()
+
+
 def units_prefix_length(text: str, unit: Unit, count: int) -> int:
     """Length of the prefix of `text` that holds its first `count` units (0 for none), without what follows them:
     ``text[:units_prefix_length(text, unit, n)]`` is the text of ``split_units(text, unit)[:n]``."""

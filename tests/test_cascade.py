@@ -157,6 +157,30 @@ def test_fake_translator_simulstream_keeps_no_copy_of_an_append_only_translators
     assert agent.process_chunk(np.zeros(RATE, np.float32)).new_tokens == ["Neu"] and agent.tokens_sent == 1
 
 
+def test_fake_translator_simulstream_joins_a_piece_to_the_last_word_and_simulstreams_reader_dates_it_last(tmp_path):
+    """A draft that goes on inside the word a step committed ("Sprachtranslation" + "en diskutieren.") is sent
+    without a space before the piece; simulstream's own LogReader (which OmniSTEval reads logs with) rebuilds one
+    word "Sprachtranslationen" and dates it by its last part."""
+    import json
+
+    from simulstream.metrics.readers import LogReader
+
+    agent = adapter([Emission(new_units=("Hier", "Sprachtranslation")),
+                     Emission(new_units=("en", "diskutieren."), joins_last_unit=True)])
+    outputs = [agent.process_chunk(np.zeros(RATE, np.float32)) for _ in range(2)]
+    assert [o.new_tokens for o in outputs] == [["Hier", " Sprachtranslation"], ["en", " diskutieren."]]
+    log = tmp_path / "metrics.jsonl"
+    lines = [{"id": 0, "metadata": {"wav_name": "talk.wav"}}] + [
+        {"id": 0, "total_audio_processed": float(second), "computation_time": 0.1,
+         "generated_tokens": output.new_tokens, "deleted_tokens": output.deleted_tokens}
+        for second, output in enumerate(outputs, start=1)]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    config = SimpleNamespace(detokenizer_type="simuleval", latency_unit="char")  # what every preset writes
+    output = LogReader(config, str(log), latency_unit="word").final_outputs_and_latencies()["talk"]
+    assert output.final_text == "Hier Sprachtranslationen diskutieren."
+    assert output.ideal_delays == [1.0, 2.0, 2.0]
+
+
 def test_fake_translator_simulstream_char_targets_concatenate():
     agent = adapter([Emission(new_units=("你", "好")), Emission(new_units=("。",))], target_unit="char")
     tokens = [t for _ in range(2) for t in agent.process_chunk(np.zeros(RATE, np.float32)).new_tokens]

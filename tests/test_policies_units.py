@@ -9,6 +9,7 @@ import pytest
 from policies.units import (
     CJK_LANGUAGES,
     committable_prefix_length,
+    continues_last_unit,
     is_cjk_unit_char,
     join_units,
     split_units,
@@ -237,3 +238,13 @@ def test_units_prefix_length_ends_after_the_first_units(text, unit):
         assert count == 0 or not prefix[-1].isspace()
     with pytest.raises(ValueError, match="units"):
         units_prefix_length(text, unit, len(units) + 1)
+
+
+@pytest.mark.parametrize("continuation, unit, continues", [
+    ("en diskutieren.", "word", True),  # "Sprachtranslation" + "en": one word
+    ("-Module, die", "word", True), (", die", "word", True), (".", "word", True),
+    (" diskutieren.", "word", False), ("\ndann", "word", False), ("", "word", False),
+    ("速", "char", False), ("s", "char", False),  # characters are concatenated anyway
+])
+def test_continues_last_unit(continuation: str, unit: str, continues: bool) -> None:
+    assert continues_last_unit(continuation, unit) is continues

@@ -272,6 +272,24 @@ def test_emission_then_chains_a_revision_into_the_previous_emission():
     assert before[: len(before) - chained.retract_units] + list(chained.new_units) == shown == ["p", "y"]
 
 
+def test_emission_then_joins_a_piece_to_the_last_new_unit():
+    """A unit that goes on inside the last one ("Open" + "AI") joins the last new unit of the emission before it, or
+    keeps joining where that emission added none; it never comes with a retraction."""
+    from common.stream import Emission
+
+    joined = Emission(new_units=("AI", "eine"), joins_last_unit=True)
+    assert Emission(new_units=("für", "Open")).then(joined) == Emission(new_units=("für", "OpenAI", "eine"))
+    assert Emission().then(joined) == joined
+    assert joined.then(Emission(new_units=("GPT",))) == Emission(new_units=("AI", "eine", "GPT"), joins_last_unit=True)
+    assert Emission(1, ("a", "b")).then(Emission(1, ("x",))).joins_last_unit is False
+    with pytest.raises(ValueError, match="retracts none"):
+        Emission(1, ("x",), joins_last_unit=True)
+    with pytest.raises(ValueError, match="at least one unit"):
+        Emission(joins_last_unit=True)
+    with pytest.raises(ValueError, match="cannot retract"):
+        joined.then(Emission(1, ("x",)))
+
+
 @pytest.mark.harness
 def test_simuleval_text_agent_writes_the_final_retranslation(tmp_path, tiny_checkpoint):
     """The real SimulEval CLI with `agents.ssbd.TextAgent` (tiny random qwen2 on transformers): the prediction is the

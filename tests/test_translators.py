@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import backends.heads
-from common.stream import SourceWord
+from common.stream import Emission, SourceWord
 from common.config import ConfigError, build_config
 from agents.systems.config import AlignAttConfig, LocalAgreementConfig, WaitkConfig
 from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, WaitkTranslator
@@ -170,6 +170,19 @@ class ScriptedDraftSession:
         return draft
 
 
+def scripted_translator(tiny_lm, translator_class, translations: dict[str, str]):
+    """wait-1, or AlignAtt accepting every token (the policy writes as much as the draft holds), over a
+    `ScriptedDraftSession` of `translations`."""
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer,
+                         session=lambda heads: ScriptedDraftSession(tiny_lm.tokenizer, translations))
+    if translator_class is WaitkTranslator:
+        return WaitkTranslator(lm, WaitkConfig(k=1, final_max_new_tokens=40))
+    translator = AlignAttTranslator(lm, AlignAttConfig(border=1000, final_max_new_tokens=40), heads_of(tiny_lm))
+    translator._draft_and_accept = lambda prompt, budget, accessible: (
+        (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    return translator
+
+
 @pytest.mark.parametrize("translator_class", [WaitkTranslator, AlignAttTranslator])
 def test_a_live_draft_that_ends_does_not_commit_its_last_word_before_the_punctuation_that_may_follow(
         tiny_lm, translator_class):
@@ -179,20 +192,50 @@ def test_a_live_draft_that_ends_does_not_commit_its_last_word_before_the_punctua
     translations = {" ".join(words[:n]): text for n, text in [
         (1, "Guten"), (2, "Guten Morgen"), (3, "Guten Morgen zusammen"), (4, "Guten Morgen zusammen, und danke"),
         (5, "Guten Morgen zusammen, und danke Ihnen.")]}
-    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer,
-                         session=lambda heads: ScriptedDraftSession(tiny_lm.tokenizer, translations))
-    if translator_class is WaitkTranslator:
-        translator = WaitkTranslator(lm, WaitkConfig(k=1, final_max_new_tokens=40))
-    else:  # every token accepted: the policy writes as much as the draft holds
-        translator = AlignAttTranslator(lm, AlignAttConfig(border=1000, final_max_new_tokens=40), heads_of(tiny_lm))
-        translator._draft_and_accept = lambda prompt, budget, accessible: (
-            (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    translator = scripted_translator(tiny_lm, translator_class, translations)
     emissions = stream(translator, words)
     units = [unit for emission in emissions for unit in emission.new_units]
     assert " ".join(units) == "Guten Morgen zusammen, und danke Ihnen."
     assert "zusammen," in units  # the word waited for its comma; before, "zusammen" and "," were two units
     # A live step commits all but the last word of a draft that ended; the final step commits the rest.
     assert [list(e.new_units) for e in emissions[:3]] == [[], ["Guten"], ["Morgen"]]
+
+
+@pytest.mark.parametrize("translator_class", [WaitkTranslator, AlignAttTranslator])
+def test_a_draft_that_goes_on_inside_the_last_committed_word_is_joined_to_it(tiny_lm, translator_class):
+    """`make demo` on an AVX512 Xeon: a live step committed "Sprachtranslation" (its draft went on " sprechen"), and
+    the final draft, hearing "translations", went on "en diskutieren.": the output read "Sprachtranslation en
+    diskutieren.". The model wrote one word, so it is emitted as one (`Emission.joins_last_unit`), the next prompt
+    holds it whole, and the piece takes no place in a wait-k budget."""
+    words = "Here I will now discuss simultaneous speech translations today.".split()
+    translations = {" ".join(words[:n]): text for n, text in [
+        (1, "Hier"), (2, "Hier werde ich"), (3, "Hier werde ich die simultane Sprachtranslation sprechen"),
+        (9, "Hier werde ich die simultane Sprachtranslationen heute diskutieren.")]}
+    translator = scripted_translator(tiny_lm, translator_class, translations)
+    emissions = stream(translator, words)
+    assert " ".join(translator.emitted_units) == "Hier werde ich die simultane Sprachtranslationen heute diskutieren."
+    assert [u for e in emissions[:8] for u in e.new_units][-1] == "Sprachtranslation"  # committed live
+    # The live step that reads the last word drafts "en heute diskutieren." and commits all but its last word.
+    assert [e for e in emissions if e.joins_last_unit] == [emissions[8]]
+    assert emissions[8] == Emission(new_units=("en", "heute"), joins_last_unit=True)
+    assert translator.emitted_units[-3:] == ["Sprachtranslationen", "heute", "diskutieren."]
+
+
+def test_a_tokenizer_that_drops_the_leading_space_when_decoding_never_joins_a_draft_to_the_last_word():
+    """Decoded alone, a SentencePiece decoder with a strip (Llama-2's) writes " und" as "und": every draft would
+    look as if it went on inside the last word, so such a tokenizer turns joining off."""
+    from tokenizers import decoders
+
+    from agents.systems.llm import decodes_leading_space
+    from tiny_checkpoints import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer("qwen3")
+    assert decodes_leading_space(tokenizer)
+    tokenizer.backend_tokenizer.decoder = decoders.Sequence([decoders.ByteLevel(), decoders.Strip(" ", 1, 0)])
+    assert tokenizer.decode(tokenizer(" und", add_special_tokens=False)["input_ids"]) == "und"
+    assert not decodes_leading_space(tokenizer)
+    translator = WaitkTranslator(SimpleNamespace(tokenizer=tokenizer, session=lambda heads: None), WaitkConfig(k=1))
+    assert not translator.decodes_leading_space
 
 
 @pytest.mark.parametrize("translator_class", [AlignAttTranslator, LocalAgreementTranslator])

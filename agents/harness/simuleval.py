@@ -70,6 +70,8 @@ class _TranslatorAgent:
         return cls.translator_class.from_config(config)
 
     def _write(self, emission: Emission, finished: bool):
+        # SimulEval appends whole words: a unit that goes on inside the last one (`Emission.joins_last_unit`) is
+        # written as a word of its own, as it was before joins existed.
         if emission.new_units or finished:
             return WriteAction(join_units(emission.new_units, self.translator.target_unit), finished=finished)
         return ReadAction()
@@ -124,7 +126,7 @@ class StreamingSpeechAgent(_TranslatorAgent, SpeechToTextAgent):
         emission = self.translator.feed_audio(audio) if len(audio) else Emission()
         if states.source_finished:
             final = self.translator.flush()
-            return self._write(Emission(new_units=emission.new_units + final.new_units), finished=True)
+            return self._write(emission.then(final), finished=True)
         return self._write(emission, finished=False)
 
 

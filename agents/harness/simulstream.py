@@ -1,10 +1,11 @@
 """simulstream 1.0 adapter: a `SpeechProcessor` driving a `SpeechStreamingTranslator`, for `simulstream_inference`,
 `simulstream_server` and our `simulstream --agent` command.
 
-Tokens are target units carrying their own leading space, so `detokenizer_type: simuleval` with
-`latency_unit: char` (plain concatenation) rebuilds the text for every target language; retractions are always an
-exact suffix of the tokens sent. Loaded weights are shared by all processors of one configuration (a server pool);
-stream state never is.
+Tokens are target units carrying their own leading space (none where a unit goes on inside the last one,
+`Emission.joins_last_unit`; simulstream's reader then dates that word by its last part), so `detokenizer_type:
+simuleval` with `latency_unit: char` (plain concatenation) rebuilds the text for every target language; retractions
+are always an exact suffix of the tokens sent. Loaded weights are shared by all processors of one configuration (a
+server pool); stream state never is.
 """
 from __future__ import annotations
 
@@ -184,8 +185,9 @@ class StreamingSpeechProcessor(SpeechProcessor):
         self.tokens_sent -= len(deleted)
         word_units = translator.target_unit == "word"
         new = []
-        for unit in emission.new_units:
-            new.append(" " + unit if word_units and (self.tokens_sent or new) else unit)
+        for index, unit in enumerate(emission.new_units):
+            joined = index == 0 and emission.joins_last_unit  # "Open" + "AI": no space, one word for the scorers
+            new.append(" " + unit if word_units and (self.tokens_sent or new) and not joined else unit)
         self.tokens_sent += len(new)
         if not getattr(translator, "append_only", True):
             self.sent_tokens.extend(new)

@@ -36,6 +36,7 @@ from policies.transcript import ends_sentence
 from policies.units import (
     REPLACEMENT_CHARACTER,
     committable_prefix_length,
+    continues_last_unit,
     join_units,
     split_units,
     target_unit_for,
@@ -171,6 +172,7 @@ class LLMTranslator(StreamingTranslator):
         self.lm = lm
         self.config = config
         self.tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
+        self.decodes_leading_space = decodes_leading_space(self.tokenizer)
         self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang,
                                      config.instruction_position)
         prompt_words_to_avoid = echo_words(f"{self.prompts.system} {self.prompts.instruction}".split(),
@@ -253,12 +255,12 @@ class LLMTranslator(StreamingTranslator):
         if not final and (accessible < max(1, self.config.min_accessible_words) or not self._may_write(accessible)):
             return Emission()
         # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
-        step_key = (tuple(w.text for w in self.source_words), accessible, len(self.emitted_units), final)
+        target_prefix = self.segment_preamble + join_units(self.segment_units, self.target_unit)
+        step_key = (tuple(w.text for w in self.source_words), accessible, target_prefix, final)
         if step_key == self._last_step_key:
             return Emission()
         self._last_step_key = step_key
         source = [w.text for w in self.source_words]
-        target_prefix = self.segment_preamble + join_units(self.segment_units, self.target_unit)
         try:
             # A live step needs the source map; the final draft does not, so it never fails on one.
             prompt = self.prompts.build(source, target_prefix, map_source=not final)
@@ -318,6 +320,11 @@ class LLMTranslator(StreamingTranslator):
         units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
         if not final and self.config.withhold_sentence_end:
             units = units_before_sentence_end(units, self.config.target_lang)
+        if units and self.segment_units and self.decodes_leading_space \
+                and continues_last_unit(committed, self.target_unit):
+            # The draft goes on inside the word a step committed ("Open" + "AI eine", "Decoder" + "-Module"): the
+            # model wrote one word, so it is emitted as one; the piece is no new word for a wait-k budget.
+            return Emission(new_units=units[:1] + self._limit(units[1:], accessible, final), joins_last_unit=True)
         return Emission(new_units=self._limit(units, accessible, final))
 
     def _final_budget(self, prompt: TranslationPrompt, target_prefix: str) -> int:
@@ -553,6 +560,13 @@ def prompt_words(words: Sequence[SourceWord]) -> list[SourceWord]:
     for word in words:
         cleaned.extend(SourceWord(piece, word.end_time) for piece in word.text.split())
     return cleaned
+
+
+def decodes_leading_space(tokenizer) -> bool:
+    """Whether `tokenizer` decodes a text's first token with its leading space (" und" stays " und"), as byte-level
+    BPE (Qwen's) does. A decoder that strips it (Llama-2's SentencePiece) would make every draft look as if it went
+    on inside the last word, so with one the translator never joins a draft to that word."""
+    return tokenizer.decode(tokenizer(" und", add_special_tokens=False)["input_ids"]).startswith(" ")
 
 
 def tokens_within(decode: Callable[[Sequence[int]], str], tokens: Sequence[int], length: int) -> int:
