@@ -23,6 +23,7 @@ import torch
 
 from agents.systems.llm import resolve_heads
 from agents.systems.config import AlignAttConfig
+from backends.hf.cache_keyword import cache_kwargs, returned_cache
 from backends.hf.lm import CausalLM
 from backends.hf.prompt import PromptBuilder
 from backends.hf.reference import eager_attention
@@ -93,13 +94,13 @@ def time_eager(lm: CausalLM, prompt, heads, budget):
     start, start_cpu = time.perf_counter(), time.process_time()
     with eager_attention(lm.model):
         output = lm.model(torch.tensor([prompt.token_ids], device=lm.device), use_cache=True, output_attentions=True)
-        cache, tokens = output.past_key_values, []
+        cache, tokens = returned_cache(output), []
         while len(tokens) < budget:
             token = int(output.logits[0, -1].argmax())
             if token in lm.stop_token_ids:
                 break
             tokens.append(token)
-            output = lm.model(torch.tensor([[token]], device=lm.device), past_key_values=cache, use_cache=True,
+            output = lm.model(torch.tensor([[token]], device=lm.device), **cache_kwargs(lm.model, cache), use_cache=True,
                               output_attentions=True)
             _ = source_rows(output.attentions, heads, prompt.source_positions, len(prompt.token_ids) + len(tokens))
     return time.perf_counter() - start, time.process_time() - start_cpu, len(tokens)

@@ -10,6 +10,7 @@ from transformers.cache_utils import DynamicCache
 
 from agents.systems.ssbd import SSBDTranslator, TransformersSSBDModel
 from agents.systems.ssbd_config import SSBDConfig
+from backends.hf.cache_keyword import cache_kwargs
 from backends.hf.lm import CausalLM
 from common.config import ConfigError
 from common.stream import SourceWord
@@ -21,14 +22,14 @@ SENTENCE = "The new plan starts in the year 2025 and it will lower the price of 
 def greedy_from_scratch(lm: CausalLM, prompt_ids: list[int], budget: int) -> list[int]:
     """Plain greedy decoding with a fresh cache: the re-translation reference (no draft, no prefix reuse)."""
     cache = DynamicCache()
-    logits = lm.model(input_ids=torch.tensor([prompt_ids]), past_key_values=cache, use_cache=True).logits
+    logits = lm.model(input_ids=torch.tensor([prompt_ids]), **cache_kwargs(lm.model, cache), use_cache=True).logits
     tokens: list[int] = []
     while len(tokens) < budget:
         token = int(torch.argmax(logits[0, -1]))
         if token in lm.stop_token_ids:
             break
         tokens.append(token)
-        logits = lm.model(input_ids=torch.tensor([[token]]), past_key_values=cache, use_cache=True).logits
+        logits = lm.model(input_ids=torch.tensor([[token]]), **cache_kwargs(lm.model, cache), use_cache=True).logits
     return tokens
 
 

@@ -3,6 +3,7 @@
 """
 from __future__ import annotations
 
+from backends.hf.cache_keyword import cache_kwargs
 from backends.hf.compiled_step import StepThread
 
 
@@ -33,4 +34,4 @@ class CompiledDecoder:
 
     def _generate(self, **kwargs):
         self.cache.reset()
-        return self.model.generate(**kwargs, past_key_values=self.cache, compile_config=self.compile_config)
+        return self.model.generate(**kwargs, **cache_kwargs(self.model, self.cache), compile_config=self.compile_config)

@@ -16,6 +16,8 @@ from typing import Callable, TypeVar
 import torch
 from transformers.cache_utils import Cache, StaticLayer
 
+from backends.hf.cache_keyword import cache_keyword, cache_kwargs
+
 T = TypeVar("T")
 
 # Positions of a compiled session's cache: a prompt and its draft up to this many tokens decode compiled; a longer one
@@ -119,6 +121,7 @@ class CompiledStep:
         self.device = next(model.parameters()).device
         mode = "reduce-overhead" if self.device.type == "cuda" else None  # CUDA graphs where launches cost
         self._forward = torch.compile(model.forward, fullgraph=True, dynamic=False, mode=mode)
+        self.cache_keyword = cache_keyword(model)
         self.thread = StepThread("compiled-step")
 
     @property
@@ -130,7 +133,7 @@ class CompiledStep:
     def warm_up(self, model, steps: int = 3) -> None:
         """Compile now (on a GPU also record the graph, which takes a few calls), so that no stream waits for it."""
         cache = static_cache(model, COMPILED_CACHE_TOKENS)
-        model(input_ids=torch.zeros((1, 2), dtype=torch.long, device=self.device), past_key_values=cache,
+        model(input_ids=torch.zeros((1, 2), dtype=torch.long, device=self.device), **cache_kwargs(model, cache),
               use_cache=True, logits_to_keep=1)
         for _ in range(steps):
             self(0, cache)
@@ -141,5 +144,5 @@ class CompiledStep:
 
     def _step(self, token: int, cache: Cache) -> torch.Tensor:
         input_ids = torch.tensor([[token]], dtype=torch.long, device=self.device)
-        output = self._forward(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        output = self._forward(input_ids=input_ids, **{self.cache_keyword: cache}, use_cache=True, logits_to_keep=1)
         return output.logits[0, -1].clone()

@@ -12,6 +12,7 @@ from typing import Callable, Collection, Sequence
 import torch
 from transformers.cache_utils import DynamicCache
 
+from backends.hf.cache_keyword import cache_kwargs
 from backends.hf.capture import CAPTURE_IMPLEMENTATION, RECORDER_KWARG, QKRecorder
 from backends.hf.compiled_step import COMPILED_CACHE_TOKENS, CompiledStep, static_cache
 from backends.hf.replay import replay_attention
@@ -264,7 +265,7 @@ class DecodeSession:
         # Recording several query rows needs every row computed: Gemma-4 computes its KV-shared layers only for the
         # rows whose logits are kept.
         keep = 0 if record_queries and len(new_ids) > 1 else 1
-        output = self.lm.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True, logits_to_keep=keep,
-                               **kwargs)
+        output = self.lm.model(input_ids=input_ids, **cache_kwargs(self.lm.model, self.cache), use_cache=True,
+                               logits_to_keep=keep, **kwargs)
         self.cached_ids.extend(new_ids)
         return output.logits

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache
 
+from backends.hf.cache_keyword import cache_kwargs
 from backends.hf.lm import CausalLM
 from backends.speculative import SpeculativeSession, reusable_prefix
 
@@ -38,7 +39,7 @@ class HFSpeculativeSession(SpeculativeSession):
     @torch.inference_mode()
     def _forward(self, new_ids: list[int], all_rows: bool) -> np.ndarray:
         input_ids = torch.tensor([new_ids], dtype=torch.long, device=self.lm.device)
-        output = self.lm.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True,
+        output = self.lm.model(input_ids=input_ids, **cache_kwargs(self.lm.model, self.cache), use_cache=True,
                                logits_to_keep=0 if all_rows else 1)
         self.cached_ids.extend(new_ids)
         return output.logits[0].float().cpu().numpy()

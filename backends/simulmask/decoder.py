@@ -11,6 +11,7 @@ from typing import Sequence
 import torch
 from transformers.cache_utils import DynamicCache
 
+from backends.hf.cache_keyword import cache_kwargs
 from backends.simulmask.prompt import source_text
 from backends.streaming_masks.decoder import StreamingLM
 from backends.streaming_masks.word_decoder import WordDecoder
@@ -72,8 +73,8 @@ class SimulMaskDecoder(WordDecoder):
     def _forward(self, ids: Sequence[int], cache: DynamicCache) -> torch.Tensor:
         """Append `ids` to `cache` with the stock model: causal over the cache, ALiBi by cache index. Returns float32
         logits [len(ids), V] (only the last row unless recording)."""
-        output = self.lm.model(input_ids=torch.tensor([list(ids)], device=self.lm.device), past_key_values=cache,
-                               use_cache=True, logits_to_keep=0 if self.record_logits else 1)
+        output = self.lm.model(input_ids=torch.tensor([list(ids)], device=self.lm.device),
+                               **cache_kwargs(self.lm.model, cache), use_cache=True, logits_to_keep=0 if self.record_logits else 1)
         self.forward_calls += 1
         return output.logits[0].float()
 

@@ -11,6 +11,7 @@ from typing import Sequence
 import torch
 from transformers.cache_utils import DynamicCache
 
+from backends.hf.cache_keyword import cache_kwargs
 from backends.streaming_masks.hf_inputs import additive_mask
 from backends.streaming_masks.segments import StreamingTemplate
 from backends.streaming_masks.word_decoder import WordDecoder
@@ -128,7 +129,7 @@ class GroupPositionDecoder(WordDecoder):
             input_ids=torch.tensor([list(ids)], device=device),
             position_ids=torch.tensor([list(positions)], device=device),
             attention_mask=additive_mask(visible[None, None], self.lm.dtype).to(device),
-            past_key_values=self.cache, use_cache=True,
+            **cache_kwargs(self.lm.model, self.cache), use_cache=True,
             logits_to_keep=0 if self.record_logits else 1,
         )
         self.forward_calls += 1
