@@ -3,4 +3,4 @@
 Shared adapter code lives in `agents.harness`; the harness-neutral streaming contract in `agents.core`.
 """
 
-import backends  # noqa: E402,F401  (loads CTranslate2 before torch and llama.cpp: backends/openmp.py)
+import backends  # noqa: F401  (loads CTranslate2 before torch and llama.cpp: backends/openmp.py)

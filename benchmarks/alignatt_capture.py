@@ -100,8 +100,8 @@ def time_eager(lm: CausalLM, prompt, heads, budget):
             if token in lm.stop_token_ids:
                 break
             tokens.append(token)
-            output = lm.model(torch.tensor([[token]], device=lm.device), **cache_kwargs(lm.model, cache), use_cache=True,
-                              output_attentions=True)
+            output = lm.model(torch.tensor([[token]], device=lm.device), **cache_kwargs(lm.model, cache),
+                              use_cache=True, output_attentions=True)
             _ = source_rows(output.attentions, heads, prompt.source_positions, len(prompt.token_ids) + len(tokens))
     return time.perf_counter() - start, time.process_time() - start_cpu, len(tokens)
 

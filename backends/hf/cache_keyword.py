@@ -2,6 +2,7 @@
 `past_key_values` goes in 5.40), `past_key_values` in the ones before (vLLM's environment has 5.19)."""
 from __future__ import annotations
 
+import functools
 import inspect
 
 RENAMED = "cache"
@@ -11,7 +12,13 @@ LEGACY = "past_key_values"
 def cache_keyword(model) -> str:
     """`cache` where `model`'s forward declares that parameter, else `past_key_values` (older releases, remote
     code). Read from the class's signature, so a compiled forward or an instance wrapper does not hide it."""
-    forward = getattr(type(model), "forward", None)
+    return _keyword_of(type(model))
+
+
+@functools.cache
+def _keyword_of(model_class: type) -> str:
+    """The keyword of a model class, read once per class: every decode step asks (inspecting costs about 20 us)."""
+    forward = getattr(model_class, "forward", None)
     if forward is None:
         return LEGACY
     return RENAMED if RENAMED in inspect.signature(forward).parameters else LEGACY

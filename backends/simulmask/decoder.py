@@ -74,7 +74,8 @@ class SimulMaskDecoder(WordDecoder):
         """Append `ids` to `cache` with the stock model: causal over the cache, ALiBi by cache index. Returns float32
         logits [len(ids), V] (only the last row unless recording)."""
         output = self.lm.model(input_ids=torch.tensor([list(ids)], device=self.lm.device),
-                               **cache_kwargs(self.lm.model, cache), use_cache=True, logits_to_keep=0 if self.record_logits else 1)
+                               **cache_kwargs(self.lm.model, cache), use_cache=True,
+                               logits_to_keep=0 if self.record_logits else 1)
         self.forward_calls += 1
         return output.logits[0].float()
 
