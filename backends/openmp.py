@@ -7,8 +7,8 @@ libgomp rather than to its own copy (`LD_DEBUG=bindings` shows it; tests/test_op
 two libraries' teams count more threads than the cores, which is where libgomp stops spinning at its barriers; a
 llama.cpp step (a parallel region per graph split, and q/k capture splits the graph at every captured node) then
 cost 65-80 ms instead of 44-48 ms after each Whisper call on a 2-core Intel Xeon (benchmarks/openmp_runtimes.py).
-`GOMP_SPINCOUNT=3000000` in the environment (ten times libgomp's default) made one stream faster still, but it is
-not set here: spinning workers take the cores from a second process (docs/cpu_low_latency.md).
+A longer spin (`GOMP_SPINCOUNT=3000000`, ten times libgomp's default) is not set: its gain in one pair of runs was
+within the spread of four more (docs/cpu_low_latency.md).
 """
 from __future__ import annotations
 

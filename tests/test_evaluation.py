@@ -153,7 +153,7 @@ def test_each_run_records_the_code_it_started_with(tmp_path, monkeypatch):
     that does nothing) and a fake environment that changes between the two starts."""
     starts = iter(["aaa", "bbb"])
     monkeypatch.setattr(runs, "environment", lambda root: {"changes": next(starts)})
-    monkeypatch.setattr(runs, "command", lambda spec, dataset, run_dir: [sys.executable, "-c", "pass"])
+    monkeypatch.setattr(runs, "command", lambda spec, dataset, run_dir, threads: [sys.executable, "-c", "pass"])
     specs = [runs.RunSpec("system", "agent", "text", regime) for regime in ("first", "second")]
     runs.execute(specs, dataset=None, out=tmp_path, jobs=1, report=lambda line: None, poll_seconds=0.01)
     recorded = [json.loads((spec.directory(tmp_path) / "environment.json").read_text())["changes"]
@@ -504,3 +504,38 @@ def test_fake_synthesis_two_evaluations_building_one_mcif_speech_set_at_once_bot
     assert len(results) == 2 and results[0].segments == results[1].segments
     assert results[0].segments.is_file() and len(results[0].segment_entries) == 4
     assert [p.name for p in tmp_path.iterdir()] == [results[0].segments.parent.name]  # no staging folder left
+
+
+def test_runs_side_by_side_get_their_share_of_the_cores_in_every_thread_knob(tmp_path, monkeypatch):
+    """`--jobs 2` on 2 cores: each run's harness command gives llama.cpp and Whisper one thread (the presets fix 2,
+    which OMP_NUM_THREADS does not reach), as the processor config simulstream builds from it shows; a count the user
+    set stays, and a run alone keeps the preset's. Fake harness command; the real command() builds the arguments."""
+    from types import SimpleNamespace
+
+    from agents.simulstream_cli import build_parser, processor_config
+
+    monkeypatch.setattr(runs.os, "cpu_count", lambda: 2)
+    seen = {}
+    real_command = runs.command
+
+    def recording_command(spec, dataset, run_dir, threads):
+        seen[spec.regime] = real_command(spec, dataset, run_dir, threads)
+        return [sys.executable, "-c", "pass"]
+
+    monkeypatch.setattr(runs, "command", recording_command)
+    dataset = SimpleNamespace(wav_list=tmp_path / "wavs.txt", source_lang="en", target_lang="de")
+    preset = str(TESTS.parent / "eval_configs/alignatt4llm_cpu_low.yaml")
+    specs = [runs.RunSpec("alignatt", "agents.alignatt4llm:Agent", runs.SPEECH, "preset", {}, preset),
+             runs.RunSpec("alignatt", "agents.alignatt4llm:Agent", runs.SPEECH, "user-set", {"n_threads": 2}, preset)]
+
+    def processor(regime: str) -> dict:
+        args = build_parser().parse_args(seen[regime][3:])  # after: python -m agents.simulstream_cli
+        return processor_config(args.agent, args.config, args.set)
+
+    runs.execute(specs, dataset=dataset, out=tmp_path, jobs=2, report=lambda line: None, poll_seconds=0.01)
+    assert (processor("preset")["n_threads"], processor("preset")["asr_threads"]) == (1, 1)
+    assert (processor("user-set")["n_threads"], processor("user-set")["asr_threads"]) == (2, 1)
+    assert yaml.safe_load(Path(preset).read_text())["n_threads"] == 2  # the preset's own count, for a run alone
+    runs.execute(specs[:1], dataset=dataset, out=tmp_path / "alone", jobs=1, report=lambda line: None,
+                 poll_seconds=0.01)
+    assert processor("preset")["n_threads"] == 2 and "asr_threads" not in processor("preset")

@@ -25,6 +25,8 @@ SPEECH, TEXT, OFFLINE = "speech", "text", "offline"
 OFFLINE_CASCADE = "offline-cascade"  # the model on the recogniser's transcript of each whole segment (speech only)
 OFFLINE_KINDS = (OFFLINE, OFFLINE_CASCADE)
 TQDM_COUNT = re.compile(r"\| *(\d+)/\d+ \[")  # "| 3/12 [00:41<..." in a tqdm progress bar
+# The knobs that fix a runtime's CPU threads (llama.cpp's, CTranslate2's Whisper's); OMP_NUM_THREADS reaches torch only.
+THREAD_KNOBS = ("n_threads", "asr_threads")
 
 
 class EvaluationError(RuntimeError):
@@ -121,9 +123,20 @@ def with_policy_log(spec: RunSpec, run_dir: Path) -> dict:
     return settings
 
 
-def command(spec: RunSpec, dataset: EvalSet, run_dir: Path) -> list[str]:
-    """The harness command line of one run (the same a user would type)."""
+def with_thread_share(settings: dict, agent: str, threads: int) -> dict:
+    """`settings` plus each thread knob of the agent's config (THREAD_KNOBS) that they leave unset, at `threads`: a
+    run beside others (`--jobs`) keeps to its share of the cores. Preset counts are for a run alone: two runs with
+    2-thread llama.cpp teams on 2 cores spin at each other's barriers (docs/cpu_low_latency.md)."""
+    knobs = {f.name for f in dataclasses.fields(agent_class(agent).config_class)}
+    return {**settings, **{knob: threads for knob in THREAD_KNOBS if knob in knobs and knob not in settings}}
+
+
+def command(spec: RunSpec, dataset: EvalSet, run_dir: Path, threads: int = 0) -> list[str]:
+    """The harness command line of one run (the same a user would type); `threads` > 0 (runs side by side): the
+    run's share of the CPU threads, given to every thread knob its settings leave unset."""
     settings = with_policy_log(spec, run_dir)
+    if threads:
+        settings = with_thread_share(settings, spec.agent, threads)
     if spec.kind == SPEECH:
         arguments = [sys.executable, "-m", "agents.simulstream_cli", "--agent", spec.agent,
                      "--wav-list", str(dataset.wav_list), "--src-lang", dataset.source_lang,
@@ -236,7 +249,8 @@ def run_lines(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
 
 def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1, report=print,
             poll_seconds: float = 1.0) -> list[tuple[RunSpec, Path]]:
-    """Run every spec (at most `jobs` at once, each with its share of the CPU threads), printing progress.
+    """Run every spec (at most `jobs` at once, each with its share of the CPU threads: OMP_NUM_THREADS and the
+    agent's thread knobs), printing progress.
 
     Returns (spec, run directory) of each run in the order they finished; EvaluationError names the runs that failed
     and where their logs are."""
@@ -250,11 +264,11 @@ def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1
             run_dir = spec.directory(out)
             run_dir.mkdir(parents=True, exist_ok=True)
             (run_dir / "run.json").write_text(json.dumps(spec.to_json(), indent=2))
-            arguments = command(spec, dataset, run_dir)
+            arguments = command(spec, dataset, run_dir, threads if jobs > 1 else 0)
             (run_dir / "command.txt").write_text(" ".join(arguments) + "\n")
             env = dict(os.environ)
             if jobs > 1:
-                env.setdefault("OMP_NUM_THREADS", str(threads))
+                env.setdefault("OMP_NUM_THREADS", str(threads))  # torch's share; the thread knobs are in `arguments`
             # Read as each run starts: a run queued behind others imports the code of its own start.
             (run_dir / ENVIRONMENT_FILE).write_text(json.dumps(
                 {**environment(root), "omp_num_threads": env.get("OMP_NUM_THREADS")}, indent=2))
