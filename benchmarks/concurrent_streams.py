@@ -18,26 +18,22 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def sessions(count: int, threads: int):
-    from backends.heads import default_heads
-    from backends.llama_cpp.lm import LlamaCppCausalLM
-
-    lm = LlamaCppCausalLM.load("embedded", n_threads=threads, weight_type="q8_0")
-    return [lm.session(default_heads("embedded", "en", "de", 8).heads) for _ in range(count)]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+import backends  # noqa: E402, F401  (CTranslate2 first, as every entry point of the package loads it)
+from cpu import cpu_summary  # noqa: E402
+from openmp_runtimes import PROMPT, capture_session, draft_step  # noqa: E402
 
 
 def draft_steps(session, steps: int) -> None:
-    session._prefill([1000 + (i * 7) % 3000 for i in range(150)])
+    """The prompt's prefill, then `steps` one-token draft steps."""
+    session._prefill(PROMPT)
     for i in range(steps):
-        session._record_queries = True
-        session._decode([2000 + i], every_row=False)
+        draft_step(session, 2000 + i)
 
 
 def child(threads: int, steps: int, start_at: float) -> None:
     """One process's stream: load, wait for the common start, time its steps."""
-    (session,) = sessions(1, threads)
+    session = capture_session(threads)
     draft_steps(session, 1)  # warm-up
     time.sleep(max(0.0, start_at - time.time()))
     started = time.perf_counter()
@@ -57,7 +53,7 @@ def in_processes(threads: int, steps: int) -> float:
 
 def in_threads(threads: int, steps: int) -> tuple[float, float]:
     """(one stream after the other, both at once from two threads) in one process."""
-    pair = sessions(2, threads)
+    pair = [capture_session(threads) for _ in range(2)]
     for session in pair:
         draft_steps(session, 1)  # warm-up
     started = time.perf_counter()
@@ -80,14 +76,8 @@ def main() -> None:
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    import backends  # noqa: F401  (CTranslate2 first, as every entry point of the package loads it)
-
     if args.child:
         return child(args.child, args.steps, args.start_at)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from cpu import cpu_summary
-
     print(cpu_summary())
     print(f"2 streams x {args.steps} draft steps (prompt prefill included)")
     print("| threads per stream | one after the other | two threads of one process | two processes |")

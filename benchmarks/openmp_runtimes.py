@@ -19,6 +19,22 @@ ORDERS = {
     "the package's order (ctranslate2 first)": "import backends",
     "torch first (shares torch's libgomp)": "import torch; import backends",
 }
+PROMPT = [1000 + (i * 7) % 3000 for i in range(150)]  # a 150-token prompt of arbitrary ids
+
+
+def capture_session(threads: int):
+    """A llama.cpp session of the embedded model (q8_0) with q/k capture for its 8 en→de heads."""
+    from backends.heads import default_heads
+    from backends.llama_cpp.lm import LlamaCppCausalLM
+
+    lm = LlamaCppCausalLM.load("embedded", n_threads=threads, weight_type="q8_0")
+    return lm.session(default_heads("embedded", "en", "de", 8).heads)
+
+
+def draft_step(session, token: int) -> None:
+    """One one-token draft step with q/k capture, as a live AlignAtt draft takes it."""
+    session._record_queries = True
+    session._decode([token], every_row=False)
 
 
 def child(rounds: int) -> None:
@@ -29,12 +45,9 @@ def child(rounds: int) -> None:
     import soundfile
 
     from backends.asr.whisper import WhisperRecognizer
-    from backends.heads import default_heads
-    from backends.llama_cpp.lm import LlamaCppCausalLM
     from common.synthetic_speech import synthesize_talk
 
-    lm = LlamaCppCausalLM.load("embedded", n_threads=2, weight_type="q8_0")
-    session = lm.session(default_heads("embedded", "en", "de", 8).heads)
+    session = capture_session(2)
     recogniser = WhisperRecognizer.load()
     with tempfile.TemporaryDirectory() as folder:
         wav = Path(folder) / "speech.wav"
@@ -42,14 +55,13 @@ def child(rounds: int) -> None:
                          "and about how we decide when to write."], wav)
         speech, _ = soundfile.read(wav, dtype="float32")
     speech = speech[: 16000 * 8]
-    session._prefill([1000 + (i * 7) % 3000 for i in range(150)])
+    session._prefill(PROMPT)
 
     def step_ms(steps: int = 6) -> float:
         times = []
         for i in range(steps):
-            session._record_queries = True
             started = time.perf_counter()
-            session._decode([2000 + i], every_row=False)
+            draft_step(session, 2000 + i)
             times.append(time.perf_counter() - started)
         return 1000 * float(np.median(times))
 

@@ -113,12 +113,16 @@ TRANSCRIPTS = "transcripts.txt"  # the offline cascade's recogniser output, one 
 POLICY_LOG = "policy.jsonl"  # the policy statistics a run's LLM translator writes (`policy_log` knob)
 
 
+def config_knobs(agent: str) -> set[str]:
+    """The knob names of the agent's config class (what `--set` and SimulEval's arguments may give it)."""
+    return {f.name for f in dataclasses.fields(agent_class(agent).config_class)}
+
+
 def with_policy_log(spec: RunSpec, run_dir: Path) -> dict:
     """The run's settings plus `policy_log` in its directory, when the agent's translator has that knob."""
     settings = dict(spec.settings)
     if spec.kind not in OFFLINE_KINDS and "policy_log" not in settings:
-        knobs = {f.name for f in dataclasses.fields(agent_class(spec.agent).config_class)}
-        if "policy_log" in knobs:
+        if "policy_log" in config_knobs(spec.agent):
             settings["policy_log"] = str(run_dir / POLICY_LOG)
     return settings
 
@@ -127,7 +131,7 @@ def with_thread_share(settings: dict, agent: str, threads: int) -> dict:
     """`settings` plus each thread knob of the agent's config (THREAD_KNOBS) that they leave unset, at `threads`: a
     run beside others (`--jobs`) keeps to its share of the cores. Preset counts are for a run alone: two runs with
     2-thread llama.cpp teams on 2 cores spin at each other's barriers (docs/cpu_low_latency.md)."""
-    knobs = {f.name for f in dataclasses.fields(agent_class(agent).config_class)}
+    knobs = config_knobs(agent)
     return {**settings, **{knob: threads for knob in THREAD_KNOBS if knob in knobs and knob not in settings}}
 
 
@@ -152,7 +156,7 @@ def command(spec: RunSpec, dataset: EvalSet, run_dir: Path, threads: int = 0) ->
                      "--source", str(source), "--target", str(reference), "--output", str(run_dir / "simuleval"),
                      "--user-dir", str(plugins), "--quality-metrics", "BLEU", "CHRF",
                      "--latency-metrics", "LAAL", "AL", "DAL", "AP"]
-        knobs = {f.name for f in dataclasses.fields(agent_class(spec.agent).config_class)}
+        knobs = config_knobs(spec.agent)
         for knob, language in (("source_lang", dataset.source_lang), ("target_lang", dataset.target_lang)):
             arguments += [f"--{knob.replace('_', '-')}", language] if knob in knobs else []
         if dataset.latency_unit == "char":
