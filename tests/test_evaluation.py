@@ -539,3 +539,41 @@ def test_runs_side_by_side_get_their_share_of_the_cores_in_every_thread_knob(tmp
     runs.execute(specs[:1], dataset=dataset, out=tmp_path / "alone", jobs=1, report=lambda line: None,
                  poll_seconds=0.01)
     assert processor("preset")["n_threads"] == 2 and "asr_threads" not in processor("preset")
+
+
+def test_a_chinese_offline_row_is_scored_against_its_streamed_rows_references_with_fake_agent(talks, tmp_path,
+                                                                                             monkeypatch):
+    """OmniSTEval's long-form scoring removes the spaces of character-level references ("Sara Papi" -> "SaraPapi");
+    SimulEval's keeps them. An offline row of a Chinese speech set is scored against the references its streamed
+    rows are (it was scored against the lines as written, so the two did not compare and the paired bootstrap
+    refused them); a text set's offline row keeps the lines as SimulEval does."""
+    from agents.evaluation import scoring
+    from agents.evaluation.report import Result
+    from benchmarks import paired_bootstrap
+
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    written = ["大家好，我是 Sara Papi。", "今天 我 讲 同声传译。", "这些系统在演讲者说话时翻译。", "谢谢 大家。"]
+    reference = write_lines(tmp_path / "zh.txt", written)
+    out = tmp_path / "out"
+    arguments = eval_args({**talks, "reference": reference}, out, "fake_agents:FakeSlowSpeechProcessor",
+                          "--set", "speech_chunk_size=1.0")
+    arguments[arguments.index("--tgt-lang") + 1] = "zh"
+    assert simulagents(arguments) == 0
+    streamed = out / "runs" / "fake_agents_default"
+    _, streamed_references, _ = runs.run_lines(streamed)
+    assert streamed_references == [line.replace(" ", "") for line in written]  # what OmniSTEval scored against
+
+    speech = data.speech_set(talks["wav_list"], talks["segments"], reference, "en", "zh", source=talks["source"])
+    text = data.text_set(talks["source"], reference, "en", "zh")
+    for dataset, expected in ((speech, streamed_references), (text, written)):
+        spec = runs.RunSpec("offline-system", "fake_agents:FakeSlowSpeechProcessor", runs.OFFLINE, "offline")
+        run_dir = spec.directory(out if dataset is speech else tmp_path / "text")
+        runs.command(spec, dataset, run_dir)  # writes the files the offline harness reads
+        hypotheses = ["大家好，我是 Sara Papi。", "今天我讲同声传译。", "这些系统翻译。", "谢谢大家。"]
+        write_lines(run_dir / "offline.txt", hypotheses)
+        scores = scoring.score_run(spec, run_dir, dataset)
+        Result(spec.to_json(), dataset.name, "zh", scores).save(run_dir)
+        assert runs.run_lines(run_dir)[1] == expected
+        assert scores["BLEU"] == pytest.approx(scoring.corpus_quality(hypotheses, expected, "zh")["BLEU"])
+    # The streamed row and the speech set's offline row now compare line by line.
+    paired_bootstrap.main([str(out), "--baseline", streamed.name, "--samples", "20"])

@@ -1,6 +1,8 @@
 """The LLM text translators (AlignAtt and wait-k) on tiny checkpoints: append-only output, stability units,
 stream isolation, the extreme operating points, and clear errors for bad input."""
 import dataclasses
+import itertools
+import math
 from types import SimpleNamespace
 from pathlib import Path
 
@@ -89,13 +91,17 @@ def test_streams_do_not_leak_into_each_other(tiny_lm):
     assert out_a == reference_a and out_b == reference_b
 
 
-def test_waitk_schedule_bounds_the_output(tiny_lm):
-    translator = WaitkTranslator(tiny_lm, WaitkConfig(k=3, final_max_new_tokens=40))
+@pytest.mark.parametrize("target_lang, units_per_word, rate", [("de", 0.0, 1.0), ("zh", 0.0, 1.8), ("zh", 2.5, 2.5)])
+def test_waitk_schedule_bounds_the_output(tiny_lm, target_lang, units_per_word, rate):
+    """k = 3, then `rate` target units per word: 1 for word targets, 1.8 for Chinese characters unless set."""
+    translator = WaitkTranslator(tiny_lm, WaitkConfig(k=3, target_lang=target_lang, units_per_word=units_per_word,
+                                                      final_max_new_tokens=40))
+    assert translator.units_per_word == rate
     emissions = stream(translator, SENTENCE)
     written = 0
     for words_read, emission in enumerate(emissions[:-1], start=1):
         written += len(emission.new_units)
-        assert written <= max(0, words_read - 3 + 1)
+        assert written <= max(0, math.floor((words_read - 3 + 1) * rate + 1e-9))
     assert not any(e.new_units for e in emissions[:2]), "nothing before k words"
 
 
@@ -181,6 +187,22 @@ def scripted_translator(tiny_lm, translator_class, translations: dict[str, str])
     translator._draft_and_accept = lambda prompt, budget, accessible: (
         (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
     return translator
+
+
+@pytest.mark.parametrize("units_per_word, written", [(0.0, [0, 0, 1, 3, 5, 7, 9, 10]),
+                                                     (1.0, [0, 0, 1, 2, 3, 4, 5, 6])])
+def test_waitk_writes_chinese_characters_at_the_rate_per_word(tiny_lm, units_per_word, written):
+    """A Chinese translation takes about 1.8 characters per English word (the MCIF calibration references): by
+    default wait-3 writes that many per word read; at one per word it wrote half the sentence after its end."""
+    words = "the committee approved the new budget for schools and hospitals after debate".split()
+    translation = "委员会在辩论后批准了学校和医院的新预算。"
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: ScriptedDraftSession(
+        tiny_lm.tokenizer, {" ".join(words[:n]): translation for n in range(1, len(words) + 1)}))
+    translator = WaitkTranslator(lm, WaitkConfig(k=3, target_lang="zh", units_per_word=units_per_word,
+                                                 final_max_new_tokens=60))
+    emissions = stream(translator, words[:8])
+    assert list(itertools.accumulate(len(e.new_units) for e in emissions[:-1])) == written
+    assert "".join(translator.emitted_units) == translation
 
 
 @pytest.mark.parametrize("translator_class", [WaitkTranslator, AlignAttTranslator])
@@ -321,6 +343,8 @@ def test_a_final_draft_cut_by_a_loop_is_drafted_again_after_what_it_kept(tiny_lm
     assert (translator.stats.final_retries, translator.stats.final_retries_degenerate) == (retries, min(retries, 1))
     with pytest.raises(ConfigError, match="final_retries must be >= 0"):
         build_config(WaitkConfig, {"final_retries": -1})
+    with pytest.raises(ConfigError, match="units_per_word must be > 0"):
+        build_config(WaitkConfig, {"units_per_word": -1.0})
 
 
 def test_local_agreement_commits_only_what_two_translations_agree_on(tiny_lm):

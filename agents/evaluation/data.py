@@ -44,11 +44,21 @@ class EvalSet:
             ends[name] = max(ends.get(name, 0.0), float(segment["offset"]) + float(segment["duration"]))
         return sum(ends.values())
 
-    def write_text_files(self, directory: Path) -> tuple[Path, Path | None]:
-        """reference.txt (and source.txt when there are sources) in `directory`, one line each, for the tools."""
+    @property
+    def offline_references(self) -> tuple[str, ...]:
+        """The references an offline row is scored against: as this set's streamed rows are. OmniSTEval's long-form
+        scoring removes the spaces of character-level references ("Sara Papi" -> "SaraPapi"); SimulEval keeps them."""
+        if self.is_speech and self.latency_unit == "char":
+            return tuple(line.replace(" ", "") for line in self.references)
+        return self.references
+
+    def write_text_files(self, directory: Path, references: tuple[str, ...] | None = None) -> tuple[Path, Path | None]:
+        """reference.txt (`references`, by default the set's) and source.txt when there are sources in `directory`,
+        one line each, for the tools."""
         directory.mkdir(parents=True, exist_ok=True)
         reference = directory / "reference.txt"
-        reference.write_text("".join(line + "\n" for line in self.references), encoding="utf-8")
+        lines = self.references if references is None else references
+        reference.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         if not self.sources:
             return reference, None
         source = directory / "source.txt"

@@ -149,7 +149,8 @@ def command(spec: RunSpec, dataset: EvalSet, run_dir: Path, threads: int = 0) ->
         for key, value in settings.items():
             arguments += ["--set", f"{key}={value}"]
         return arguments
-    reference, source = dataset.write_text_files(run_dir)
+    references = dataset.offline_references if spec.kind in OFFLINE_KINDS else None
+    reference, source = dataset.write_text_files(run_dir, references)
     if spec.kind == TEXT:
         plugins = Path(__file__).resolve().parents[1] / "simuleval_plugins"
         arguments = [str(Path(sys.executable).parent / "simuleval"), "--agent-class", spec.agent.replace(":", "."),

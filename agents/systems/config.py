@@ -197,11 +197,17 @@ class AlignAttConfig(DraftingConfig):
 @dataclass(frozen=True)
 class WaitkConfig(DraftingConfig):
     k: int = with_default(WaitkKnob, "k", 3)
+    units_per_word: float = knob(0.0, "target units written per source word after the first k (STACL's r = "
+                                      "|y|/|x|); 0: 1 for word targets, 1.8 for character targets (zh/ja: the MCIF "
+                                      "calibration split's en→zh ratio)")
 
     def validate(self) -> None:
         super().validate()
         if self.k < 1:
             raise ConfigError(f"k must be >= 1, got {self.k}")
+        if self.units_per_word < 0:
+            raise ConfigError(f"units_per_word must be > 0 (or 0 for the target unit's default), got "
+                              f"{self.units_per_word}")
 
 
 @dataclass(frozen=True)

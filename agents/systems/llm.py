@@ -41,7 +41,7 @@ from policies.units import (
     split_units,
     target_unit_for,
 )
-from policies.waitk import waitk_target_budget
+from policies.waitk import CHARACTER_UNITS_PER_WORD, waitk_target_budget
 
 
 MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk does not grow memory
@@ -472,11 +472,13 @@ class AlignAttTranslator(LLMTranslator):
 
 
 class WaitkTranslator(LLMTranslator):
-    """The wait-k baseline on the same backend: after k accessible source words, one target unit per accessible
-    source word (text input: every word read; speech: the words that ended `hold_back` before now)."""
+    """The wait-k baseline on the same backend: after k accessible source words, `units_per_word` target units per
+    accessible source word (text input: every word read; speech: the words that ended `hold_back` before now)."""
 
     def __init__(self, lm: CausalLM, config: WaitkConfig):
         super().__init__(lm, config, heads=None)
+        default_rate = CHARACTER_UNITS_PER_WORD if self.target_unit == "char" else 1.0
+        self.units_per_word = config.units_per_word or default_rate
 
     @classmethod
     def from_config(cls, config: WaitkConfig, lm: CausalLM | None = None) -> "WaitkTranslator":
@@ -485,7 +487,7 @@ class WaitkTranslator(LLMTranslator):
     def _draft_and_accept(self, prompt, budget, accessible):
         """Draft only until the units the schedule allows now are complete (the next one has begun): one new word
         per read costs a few tokens, not the whole budget."""
-        allowed = waitk_target_budget(accessible, self.config.k, False) - len(self.segment_units)
+        allowed = self._budget(accessible, final=False) - len(self.segment_units)
 
         def stop(draft: Draft) -> bool:
             text = self._decode(draft.tokens)
@@ -494,11 +496,14 @@ class WaitkTranslator(LLMTranslator):
         draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
         return draft, len(draft.tokens), None
 
+    def _budget(self, accessible: int, final: bool) -> int | None:
+        return waitk_target_budget(accessible, self.config.k, final, self.units_per_word)
+
     def _may_write(self, accessible):
-        return waitk_target_budget(accessible, self.config.k, False) > len(self.segment_units)
+        return self._budget(accessible, final=False) > len(self.segment_units)
 
     def _limit(self, units, accessible, final):
-        budget = waitk_target_budget(accessible, self.config.k, source_finished=final)
+        budget = self._budget(accessible, final)
         if budget is None:
             return units
         return units[: max(0, budget - len(self.segment_units))]
