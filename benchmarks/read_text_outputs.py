@@ -7,10 +7,12 @@ runs: SimulEval's instances; speech runs: the output resegmented onto the refere
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
 from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
+from policies.units import split_units, target_unit_for
 
 WORD = re.compile(r"[\w']+")
 PERIOD_INSIDE = re.compile(r"\w\. [a-zäöüß]")  # "die. sehr": a full stop followed by a lower-case word
@@ -28,24 +30,28 @@ def copies_source(hypothesis: str, source: str, length: int = 4) -> bool:
     return False
 
 
-def loops(hypothesis: str) -> bool:
-    """Whether a block of 1-3 words comes three times in a row."""
-    words = hypothesis.lower().split()
-    return any(words[i:i + size] == words[i + size:i + 2 * size] == words[i + 2 * size:i + 3 * size]
-               for size in (1, 2, 3) for i in range(len(words) - 3 * size + 1))
+def loops(hypothesis: str, unit: str = "word") -> bool:
+    """Whether a block of 1-3 units (words, or Chinese/Japanese characters) comes three times in a row."""
+    units = [u.strip() for u in split_units(hypothesis.lower(), unit)]  # "char" units keep the space before them
+    return any(units[i:i + size] == units[i + size:i + 2 * size] == units[i + 2 * size:i + 3 * size]
+               for size in (1, 2, 3) for i in range(len(units) - 3 * size + 1))
 
 
 def describe(run: Path) -> str:
+    """One line on a run's hypotheses; lengths in the target's units (Chinese: characters, OmniSTEval's and
+    SimulEval's latency unit; references of Chinese speech runs have no spaces, so words would not compare)."""
     hypotheses, references, sources = run_lines(run)
-    words = sum(len(h.split()) for h in hypotheses) / max(1, sum(len(r.split()) for r in references))
+    unit = target_unit_for(json.loads((run / "result.json").read_text())["target_lang"])
+    length = sum(len(split_units(h, unit)) for h in hypotheses) / max(
+        1, sum(len(split_units(r, unit)) for r in references))
     counts = {
         "empty": sum(not h.strip() for h in hypotheses),
-        "loops": sum(map(loops, hypotheses)),
+        "loops": sum(loops(h, unit) for h in hypotheses),
         "copied source (4+ words)": sum(copies_source(h, s) for h, s in zip(hypotheses, sources)),
         "period inside a sentence": sum(bool(PERIOD_INSIDE.search(h)) and not PERIOD_INSIDE.search(s)
                                         for h, s in zip(hypotheses, sources)),
     }
-    return f"{run.name}: {len(hypotheses)} lines, words / reference words {words:.2f}; " + ", ".join(
+    return f"{run.name}: {len(hypotheses)} lines, {unit}s / reference {unit}s {length:.2f}; " + ", ".join(
         f"{name} {count}" for name, count in counts.items())
 
 

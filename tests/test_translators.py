@@ -1,5 +1,6 @@
 """The LLM text translators (AlignAtt and wait-k) on tiny checkpoints: append-only output, stability units,
 stream isolation, the extreme operating points, and clear errors for bad input."""
+import copy
 import dataclasses
 import itertools
 import math
@@ -202,6 +203,28 @@ def test_waitk_writes_chinese_characters_at_the_rate_per_word(tiny_lm, units_per
                                                  final_max_new_tokens=60))
     emissions = stream(translator, words[:8])
     assert list(itertools.accumulate(len(e.new_units) for e in emissions[:-1])) == written
+    assert "".join(translator.emitted_units) == translation
+
+
+def test_waitk_commits_whole_tokens_of_a_chinese_draft(tiny_lm):
+    """"我们" is one token of two characters: a budget that ends between them commits neither (the model, whose
+    prompt ended in a lone "我", went on "开发了" and the line read "我开发了"); every step ends on a token boundary
+    and the whole translation is written."""
+    tokenizer = copy.deepcopy(tiny_lm.tokenizer)
+    tokenizer.add_tokens(["我们", "开发", "数据集"])
+    words = "to solve these problems we developed a new dataset today".split()
+    translation = "为了解决这些问题，我们开发了新的数据集。"
+    lm = SimpleNamespace(tokenizer=tokenizer, session=lambda heads: ScriptedDraftSession(
+        tokenizer, {" ".join(words[:n]): translation for n in range(1, len(words) + 1)}))
+    # Two characters per word: the budgets 2, 4, ..., 16 end inside "我们" (10) and "开发" (12).
+    translator = WaitkTranslator(lm, WaitkConfig(k=3, target_lang="zh", units_per_word=2.0, final_max_new_tokens=60))
+    emissions = stream(translator, words)
+    tokens = tokenizer.encode(translation, add_special_tokens=False)
+    prefixes = (tokenizer.decode(tokens[:count]) for count in range(len(tokens) + 1))
+    token_ends = {len(prefix) for prefix in prefixes if "\ufffd" not in prefix}  # not inside a character's bytes
+    committed = list(itertools.accumulate(len("".join(e.new_units)) for e in emissions[:-1]))
+    assert committed == [0, 0, 2, 4, 6, 8, 9, 11, 14, 16]  # 9: "，" without the "我" of "我们"
+    assert all(length == 0 or length in token_ends for length in committed)
     assert "".join(translator.emitted_units) == translation
 
 

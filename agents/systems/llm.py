@@ -494,7 +494,19 @@ class WaitkTranslator(LLMTranslator):
             return len(split_units(text, self.target_unit)) > allowed or self._translation_over(draft)
 
         draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
+        if self.target_unit == "char":
+            return draft, self._whole_tokens_within(draft, allowed), None
         return draft, len(draft.tokens), None
+
+    def _whole_tokens_within(self, draft: Draft, allowed: int) -> int:
+        """The longest token prefix of a draft whose text holds at most `allowed` characters. One token may hold
+        several ("我们"); a budget that ends inside one left the next prompt ending in a lone "我", after which the
+        model wrote "我开发了" where it writes "我们开发了". AlignAtt commits whole tokens too. (A word target's tokens
+        end where its words do, so words need no such rounding.)"""
+        accepted = len(draft.tokens)
+        while accepted and len(split_units(self._decode(draft.tokens[:accepted]), self.target_unit)) > allowed:
+            accepted -= 1
+        return accepted
 
     def _budget(self, accessible: int, final: bool) -> int | None:
         return waitk_target_budget(accessible, self.config.k, final, self.units_per_word)

@@ -1,0 +1,31 @@
+"""benchmarks/read_text_outputs.py: lengths and loops counted in the target's units (words, or Chinese characters)."""
+from __future__ import annotations
+
+import json
+
+from benchmarks.read_text_outputs import describe, loops
+
+
+def offline_run(folder, target_lang, hypotheses, references, sources):
+    folder.mkdir(parents=True)
+    for name, lines in (("offline.txt", hypotheses), ("reference.txt", references), ("source.txt", sources)):
+        (folder / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    (folder / "result.json").write_text(json.dumps({"target_lang": target_lang}))
+    return folder
+
+
+def test_chinese_runs_are_measured_in_characters_not_in_space_separated_words(tmp_path):
+    """A Chinese reference without spaces is one "word" (OmniSTEval removes them): 14 characters for 22 (the
+    hypothesis' words would be 4 for 2), and "我们" four times is a loop across the space."""
+    run = offline_run(tmp_path / "zh", "zh", ["我们 我们我们我们 GPU", "委员会批准"],
+                      ["大家好我们使用GPU进行翻译", "委员会批准了新的预算"], ["we use GPUs", "the committee approved"])
+    assert describe(run).startswith("zh: 2 lines, chars / reference chars 0.64; empty 0, loops 1,")
+    german = offline_run(tmp_path / "de", "de", ["Wir nutzen nutzen nutzen GPUs"], ["Wir nutzen GPUs heute"],
+                         ["we use GPUs today"])
+    assert describe(german).startswith("de: 1 lines, words / reference words 1.25; empty 0, loops 1,")
+
+
+def test_a_loop_is_a_block_of_one_to_three_units_three_times_in_a_row():
+    assert loops("das ist es es es", "word") and not loops("das ist es es", "word")
+    assert loops("好的好的好的", "char") and not loops("好的好的", "char")
+    assert not loops("好的好的", "word")  # one word: nothing repeats
