@@ -174,8 +174,9 @@ def score_offline(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
                            "references: the run did not finish")
     if not any(h.strip() for h in hypotheses):
         raise ScoringError(f"{run_dir.name}: every offline translation is empty; nothing to score")
-    dataset.write_text_files(run_dir, dataset.offline_references)  # what --score-only scores an older run against
-    scores = corpus_quality(hypotheses, list(dataset.offline_references), dataset.target_lang)
+    references = dataset.offline_references
+    dataset.write_text_files(run_dir, references)  # what --score-only scores an older run against
+    scores = corpus_quality(hypotheses, list(references), dataset.target_lang)
     transcripts = run_dir / TRANSCRIPTS
     if transcripts.is_file() and dataset.sources:  # the offline cascade: how well the recogniser heard
         scores["WER (%)"] = word_error_rate(transcripts.read_text(encoding="utf-8").splitlines(), dataset.sources)
