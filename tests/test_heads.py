@@ -22,6 +22,19 @@ def test_shipped_calibrations_are_defaults_for_the_embedded_model():
         assert head_set.metadata["split"] == ("calibration" if source == "en" else "all")
 
 
+def test_every_shipped_file_is_the_calibration_of_the_model_and_direction_it_is_the_default_for():
+    from backends.heads import DIRECTORY, SHIPPED_HEAD_FILES
+
+    for (model, direction), name in SHIPPED_HEAD_FILES.items():
+        data = json.loads((DIRECTORY / name).read_text())
+        assert (data["model"], data["direction"]) == (model, direction), name
+        heads = load_heads(DIRECTORY / name).heads  # every head of the model ranked, each inside the model
+        assert len(set(heads)) == data["num_layers"] * data["num_heads"], name
+        assert all(0 <= layer < data["num_layers"] and 0 <= head < data["num_heads"] for layer, head in heads), name
+    larger = default_heads("embedded:qwen2.5-coder-1.5b-instruct", "en", "de", top_k=8)
+    assert larger.metadata["num_layers"] == 28 and larger.heads != default_heads("embedded", "en", "de", 8).heads
+
+
 def test_a_local_copy_of_a_known_model_gets_its_heads():
     assert default_heads("/models/gemma-4-E4B-it", "en", "de").heads == PUBLISHED_HEADS[("google/gemma-4-E4B-it",
                                                                                           "en-de")]

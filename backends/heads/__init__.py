@@ -29,6 +29,9 @@ SHIPPED_HEAD_FILES: dict[tuple[str, str], str] = {
     ("embedded:qwen2.5-coder-0.5b-instruct", "en-it"): "qwen2.5-coder-0.5b-instruct_en-it.json",
     ("embedded:qwen2.5-coder-0.5b-instruct", "en-zh"): "qwen2.5-coder-0.5b-instruct_en-zh.json",
     ("embedded:qwen2.5-coder-0.5b-instruct", "cs-en"): "qwen2.5-coder-0.5b-instruct_cs-en.json",
+    ("embedded:qwen2.5-coder-1.5b-instruct", "en-de"): "qwen2.5-coder-1.5b-instruct_en-de.json",
+    ("embedded:qwen2.5-coder-1.5b-instruct", "en-it"): "qwen2.5-coder-1.5b-instruct_en-it.json",
+    ("embedded:qwen2.5-coder-1.5b-instruct", "en-zh"): "qwen2.5-coder-1.5b-instruct_en-zh.json",
 }
 
 

@@ -36,16 +36,17 @@ NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 
 
 def gguf_path_for(spec: str) -> Path:
-    """The GGUF file llama.cpp runs for `spec`: 'embedded' (the PyPI Qwen2.5-Coder-0.5B-Instruct) or a .gguf file."""
-    from backends.models import EMBEDDED_ALIASES, embedded_gguf_path
+    """The GGUF file llama.cpp runs for `spec`: an embedded model ('embedded', the PyPI Qwen2.5-Coder-0.5B-Instruct,
+    or 'embedded:<name>') or a .gguf file."""
+    from backends.models import embedded_gguf_path, embedded_model
 
-    if spec in EMBEDDED_ALIASES:
-        return embedded_gguf_path()
+    if embedded_model(spec) is not None:
+        return embedded_gguf_path(spec)
     path = Path(spec).expanduser()
     if path.is_file() and path.suffix.lower() == ".gguf":
         return path
-    raise ValueError(f"the llama_cpp backend runs GGUF files: model must be 'embedded' or a .gguf file, got {spec!r} "
-                     f"(use backend: transformers for a Hugging Face directory)")
+    raise ValueError(f"the llama_cpp backend runs GGUF files: model must be 'embedded', 'embedded:<name>' or a .gguf "
+                     f"file, got {spec!r} (use backend: transformers for a Hugging Face directory)")
 
 
 def weights_file(spec: str, weight_type: str = "") -> Path:
