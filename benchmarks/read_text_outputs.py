@@ -20,10 +20,11 @@ PERIOD_INSIDE = re.compile(r"\w\. [a-zäöüß]")  # "die. sehr": a full stop fo
 
 def copies_source(hypothesis: str, source: str, length: int = 4) -> bool:
     """Whether `length` consecutive hypothesis words are lower-case source words (names and terms, which references
-    keep too, are mostly capitalised)."""
+    keep too, are mostly capitalised). Each Chinese or Japanese character is a word of its own, so English left
+    inside Chinese counts ("我们present our new model给大家"), and a character between two English words breaks a run."""
     source_words = {w.lower() for w in WORD.findall(source)}
     run = 0
-    for word in WORD.findall(hypothesis):
+    for word in (word for unit in split_units(hypothesis, "char") for word in WORD.findall(unit)):
         run = run + 1 if word.islower() and word in source_words else 0
         if run >= length:
             return True

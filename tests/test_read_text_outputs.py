@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.read_text_outputs import describe, loops
+from benchmarks.read_text_outputs import copies_source, describe, loops
 
 
 def offline_run(folder, target_lang, hypotheses, references, sources):
@@ -29,3 +29,12 @@ def test_a_loop_is_a_block_of_one_to_three_units_three_times_in_a_row():
     assert loops("das ist es es es", "word") and not loops("das ist es es", "word")
     assert loops("好的好的好的", "char") and not loops("好的好的", "char")
     assert not loops("好的好的", "word")  # one word: nothing repeats
+
+
+def test_english_left_inside_chinese_is_a_copy_of_the_source():
+    """CJK characters and Latin letters are both \\w, so "model给大家" was one word and no run reached four."""
+    source = "today we present our new model to everyone"
+    assert copies_source("今天我们present our new model给大家", source)
+    assert copies_source("today we present our new model", source)  # a Latin target, as before
+    assert not copies_source("我们present我们our new model给大家", source)  # a character breaks the run
+    assert not copies_source("今天我们介绍our new model给大家", source)  # three words
