@@ -228,22 +228,32 @@ def _lower_case(unit: str) -> bool:
     return bool(letters) and all(c.islower() for c in letters)
 
 
-# The introduction of a translation written by the model itself ('Die Übersetzung auf Deutsch lautet: "…'): a clause
-# of one sentence that ends in a colon and opens a quotation, at the very start of the segment's translation.
-# Every preamble ends in one of OPENING_QUOTES.
+# The introduction of a translation written by the model itself ('Die Übersetzung auf Deutsch lautet: "…', 'Ecco il
+# traduttore:' and the translation on the next line): a clause of one sentence that ends in a colon and opens a
+# quotation or a new line, at the very start of the segment's translation. Every preamble ends in one of
+# OPENING_QUOTES or in white space that holds a line break.
 OPENING_QUOTES = "\"“„«»「『"
 CLOSING_QUOTES = "\"”“«»」』"
-PREAMBLE = re.compile(r"\s*[^\W\d_][^\n:：\"“”„«»「」.!?。！？]{0,80}[:：]\s*[" + re.escape(OPENING_QUOTES) + "]")
+PREAMBLE = re.compile(r"\s*[^\W\d_][^\n:：\"“”„«»「」.!?。！？]{0,80}[:：](?:\s*[" + re.escape(OPENING_QUOTES)
+                      + r"]|[ \t]*\n\s*)")
 
 
 def preamble_length(draft_text: str, source_words: Sequence[str]) -> int:
     """Length of the introduction a segment's translation opens with: a clause of the model's own that ends in a
-    colon and opens a quotation ('Die Übersetzung auf Deutsch lautet: "'), or 0. A source with a colon or a quotation
-    mark may be translated with them ('He said, "yes"' -> 'Er sagte: „Ja"'), so nothing is a preamble there."""
+    colon and opens a quotation ('Die Übersetzung auf Deutsch lautet: "') or a new line ('Ecco il traduttore:\\n\\n'),
+    or 0. A source with a colon or a quotation mark may be translated with them ('He said, "yes"' -> 'Er sagte:
+    „Ja"'), so nothing is a preamble there."""
     if any(c in word for word in source_words for c in ":：" + OPENING_QUOTES + CLOSING_QUOTES):
         return 0
     match = PREAMBLE.match(draft_text)
     return 0 if match is None else match.end()
+
+
+def with_opened_quotation(preamble: str) -> str:
+    """`preamble` as a prompt carries it: ending in an opening quotation mark. One that ends in a new line gets '"'
+    after it: without it the model wrote its introduction again or nothing (0.5B en→it, 1.5B en→it "Let's get
+    started."); with it the model goes on with the translation in quotes, as after 'lautet: "'."""
+    return preamble if preamble.rstrip()[-1:] in OPENING_QUOTES else preamble + '"'
 
 
 def without_closing_quote(text: str) -> str:

@@ -12,6 +12,7 @@ from policies.degenerate import (
     DraftGuard,
     copy_start,
     preamble_length,
+    with_opened_quotation,
     without_closing_quote,
     echo_start,
     echo_words,
@@ -305,10 +306,23 @@ def test_the_guard_reports_where_a_copy_begins_apart_from_its_cuts():
     ("Die Übersetzung lautet: Rücktraining", "Pretraining", 0),  # no quotation opened
     ('Vortraining hilft. Er sagte: "Ja', "Pretraining helps. He said yes", 0),  # not at the opening
     ("", "Pretraining", 0),
+    # the 1.5B's en→it "Let's get started." (offline and streamed): the translation would follow on the next line
+    ("Ecco il traduttore:\n\nIniziamo.", "Let's get started.", 21),
+    ("Natürlich, hier ist die deutsche Übersetzung: \n„Vortraining", "Pretraining", 48),
+    ("翻译如下：\n预训练", "Pretraining helps", 6),
+    ("Beispiel: Trainieren eines Modells", "For example training a model", 0),  # the same line goes on
+    ("Ecco il traduttore:", "Let's get started.", 0),  # nothing opened yet
 ])
-def test_a_preamble_is_a_clause_with_a_colon_that_opens_a_quotation(draft, source, preamble):
+def test_a_preamble_is_a_clause_with_a_colon_that_opens_a_quotation_or_a_line(draft, source, preamble):
     assert preamble_length(draft, source.split()) == preamble
-    assert draft[:preamble].rstrip().endswith(('"', "«", "“")) or preamble == 0
+    assert draft[:preamble].rstrip().endswith(('"', "«", "“", "„", ":", "：")) or preamble == 0
+    assert draft[:preamble].rstrip(" ").endswith(('"', "«", "“", "„", "\n")) or preamble == 0
+
+
+def test_a_preamble_that_opened_a_line_opens_a_quotation_in_the_prompt():
+    assert with_opened_quotation("Ecco il traduttore:\n\n") == 'Ecco il traduttore:\n\n"'
+    assert with_opened_quotation('Die Übersetzung lautet: „') == 'Die Übersetzung lautet: „'
+    assert with_opened_quotation("翻译如下：“") == "翻译如下：“"
 
 
 def test_the_quotation_a_preamble_opened_is_closed_only_at_the_end():

@@ -603,8 +603,9 @@ class PreambleSession:
     every calibration run): with nothing of the segment's translation in the prompt it opens with `preamble`, and it
     always closes the quotation it opened; after the preamble it writes `translation`. Records the prompts' targets."""
 
-    def __init__(self, tokenizer, preamble: str, translation: str):
+    def __init__(self, tokenizer, preamble: str, translation: str, quote: str = ""):
         self.tokenizer, self.preamble, self.translation = tokenizer, preamble, translation
+        self.quote = quote  # what follows `preamble` in the model's text before the translation
         self.prefixes: list[str] = []
 
     def reset(self):
@@ -614,7 +615,7 @@ class PreambleSession:
         prompt = self.tokenizer.decode(prompt_ids)
         prefix = prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
         self.prefixes.append(prefix)
-        text = self.preamble + self.translation + '"'
+        text = self.preamble + self.quote + self.translation + '"'
         return scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
 
 
@@ -640,6 +641,21 @@ def test_a_translation_the_model_introduces_itself_is_emitted_without_its_introd
     assert " ".join(u for e in stream(translator, quoted) for u in e.new_units) == \
         'Die Übersetzung auf Deutsch lautet: "Vortraining auf Englisch hilft."'
     assert translator.stats.preambles == 0
+
+
+def test_an_introduction_on_a_line_of_its_own_is_followed_by_a_quoted_translation(tiny_lm):
+    """'Ecco il traduttore:' and a blank line (the 1.5B's en→it "Let's get started.", offline and streamed; the
+    0.5B's en→it and en→de offline rows once each): the line ends the draft, so the introduction was the whole
+    output. It moves into the prompt with an opening quotation mark after it, the model goes on with the quoted
+    translation (as the real 0.5B did on both of its lines), and the closing mark is left out."""
+    preamble = "Ecco la traduzione:\n"  # the test tokenizer has no "\n\n" token: the draft stops at the first "\n"
+    session = PreambleSession(tiny_lm.tokenizer, preamble, "Iniziamo subito.", quote='"')
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, target_lang="it"))
+    source = "Let's get started.".split()
+    assert " ".join(u for e in stream(translator, source) for u in e.new_units) == "Iniziamo subito."
+    assert session.prefixes == ["", preamble + '"']
+    assert translator.stats.preambles == 1
 
 
 COPIED = "So what is needed for a good generalization?".split()

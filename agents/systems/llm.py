@@ -28,6 +28,7 @@ from policies.degenerate import (
     echo_words,
     final_budget,
     preamble_length,
+    with_opened_quotation,
     without_closing_quote,
 )
 from policies.frontier import accessible_word_count
@@ -281,7 +282,7 @@ class LLMTranslator(StreamingTranslator):
         if not self.segment_units and not self.segment_preamble:
             preamble = preamble_length(draft_text, source)
             if preamble:  # into the prompt; draft this step again after it
-                self.segment_preamble = draft_text[:preamble]
+                self.segment_preamble = with_opened_quotation(draft_text[:preamble])
                 self._record(Step(prompt, draft, draft_text, "", accessible, scan, final,
                                   preamble=self.segment_preamble))
                 self._last_step_key = None
