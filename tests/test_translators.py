@@ -601,7 +601,8 @@ def scripted_draft(tokenizer, prompt_ids, prefix: str, text: str, max_new_tokens
 class PreambleSession:
     """Stands in for a model session (a fake: it introduces its answer on purpose, as the 0.5B model did once on
     every calibration run): with nothing of the segment's translation in the prompt it opens with `preamble`, and it
-    always closes the quotation it opened; after the preamble it writes `translation`. Records the prompts' targets."""
+    always closes the quotation it opened; after the preamble (and `quote`, where the preamble opened a line) it
+    writes `translation`. Records the prompts' targets."""
 
     def __init__(self, tokenizer, preamble: str, translation: str, quote: str = ""):
         self.tokenizer, self.preamble, self.translation = tokenizer, preamble, translation

@@ -73,7 +73,7 @@ class Step:
     skipped: str = ""  # why no draft was made (a source the prompt cannot map), else empty
     retry: bool = False
     copied: bool = False
-    preamble: str = ""  # an introduction the draft opened with (`policies.degenerate.preamble_length`), else empty
+    preamble: str = ""  # the draft's introduction as the prompt carries it (`with_opened_quotation`), else empty
 
     @property
     def degenerate(self) -> bool:
