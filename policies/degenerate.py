@@ -234,8 +234,8 @@ def _lower_case(unit: str) -> bool:
 # OPENING_QUOTES or in white space that holds a line break.
 OPENING_QUOTES = "\"“„«»「『"
 CLOSING_QUOTES = "\"”“«»」』"
-PREAMBLE = re.compile(r"\s*[^\W\d_][^\n:：\"“”„«»「」.!?。！？]{0,80}[:：](?:\s*[" + re.escape(OPENING_QUOTES)
-                      + r"]|[ \t]*\n\s*)")
+PREAMBLE = re.compile(r"\s*[^\W\d_][^\n:：.!?。！？" + re.escape(OPENING_QUOTES + CLOSING_QUOTES) + r"]{0,80}[:：]"
+                      r"(?:\s*[" + re.escape(OPENING_QUOTES) + r"]|[ \t]*\n\s*)")
 
 
 def preamble_length(draft_text: str, source_words: Sequence[str]) -> int:

