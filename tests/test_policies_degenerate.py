@@ -11,6 +11,7 @@ from policies.degenerate import (
     RESTART,
     DraftGuard,
     copy_start,
+    may_become_preamble,
     preamble_length,
     with_opened_quotation,
     without_closing_quote,
@@ -318,6 +319,30 @@ def test_a_preamble_is_a_clause_with_a_colon_that_opens_a_quotation_or_a_line(dr
     assert preamble_length(draft, source.split()) == preamble
     assert draft[:preamble].rstrip().endswith(('"', "«", "“", "„", ":", "：")) or preamble == 0
     assert draft[:preamble].rstrip(" ").endswith(('"', "«", "“", "„", "\n")) or preamble == 0
+
+
+@pytest.mark.parametrize("draft, may_become", [
+    ("Ecco", True), ("Ecco il traduttore", True), ("Ecco il traduttore:", True), ("Ecco il traduttore: ", True),
+    ("翻译如下", True), ("翻译如下：", True), ("Die Übersetzung, wie gewünscht", True),  # one clause so far
+    ("Ecco il traduttore:\n", False), ('Die Übersetzung lautet: „', False),  # a whole preamble: settled
+    ("Iniziamo.", False), ("Wir haben 3", True), ("3 Dinge", False), ("", False), ('„Ja', False),
+    ("Dies ist ein sehr langer Satz, der ohne jedes Satzzeichen weitergeht und weitergeht und immer noch weitergeht",
+     False),  # longer than any preamble's clause
+])
+def test_a_draft_may_become_a_preamble_while_it_is_one_clause_with_at_most_its_colon(draft, may_become):
+    assert may_become_preamble(draft, ["Let's", "start"]) is may_become
+    assert may_become_preamble(draft, ["He", "said:", "start"]) is False  # the source may be quoted: never
+
+
+@pytest.mark.parametrize("text", ['Die Übersetzung auf Deutsch lautet: "Rücktraining', "Ecco il traduttore:\n\nIniziamo.",
+                                  "Natürlich, hier ist die deutsche Übersetzung: \n„Vortraining", "翻译如下：“预训练"])
+def test_every_draft_on_the_way_to_a_preamble_may_become_one(text):
+    """A policy drafts on while `may_become_preamble` holds, so it must hold for every prefix short of the whole
+    preamble (from its first letter): else a policy would stop, and commit, before the preamble is seen."""
+    length = preamble_length(text, ["start"])
+    assert length
+    for end in range(1, length):
+        assert may_become_preamble(text[:end], ["start"]) or preamble_length(text[:end], ["start"]), text[:end]
 
 
 def test_a_preamble_that_opened_a_line_opens_a_quotation_in_the_prompt():

@@ -659,6 +659,35 @@ def test_an_introduction_on_a_line_of_its_own_is_followed_by_a_quoted_translatio
     assert translator.stats.preambles == 1
 
 
+def test_a_policy_drafts_on_past_its_first_words_while_they_may_be_an_introduction(tiny_lm, monkeypatch):
+    """'Ecco il traduttore:' and a new line (the 1.5B's en→it "Let's get started." under wait-3): a live step that
+    commits a segment's first words committed 'Ecco' before the colon showed, so the introduction went out. Both
+    policies now draft on while the opening may still become one (a fake session; for AlignAtt fake attention rows,
+    finite for the first six draft tokens, 'Ecco la tradu', then not, so the gate rejects the seventh)."""
+    import torch
+    from backends.hf.lm import Draft
+
+    preamble = "Ecco la traduzione:\n"  # the test tokenizer has no "\n\n" token
+    session = PreambleSession(tiny_lm.tokenizer, preamble, "Iniziamo subito adesso.", quote='"')
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+
+    def rows(draft, positions, start, stop):
+        attention = torch.ones(stop - start, 1, len(positions))
+        attention[max(0, 6 - start):] = float("nan")
+        return attention
+
+    monkeypatch.setattr(Draft, "source_attention", rows)
+    source = "Let's get started right now.".split()
+    for translator in (WaitkTranslator(lm, WaitkConfig(k=1, target_lang="it", final_max_new_tokens=60)),
+                       AlignAttTranslator(lm, AlignAttConfig(border=1000, target_lang="it", final_max_new_tokens=60),
+                                          heads_of(tiny_lm))):
+        session.prefixes.clear()
+        emissions = stream(translator, source)
+        assert " ".join(u for e in emissions for u in e.new_units) == "Iniziamo subito adesso.", type(translator)
+        assert any(e.new_units for e in emissions[:-1])  # the policy still writes while the source runs
+        assert session.prefixes[:2] == ["", preamble + '"'] and translator.stats.preambles == 1
+
+
 COPIED = "So what is needed for a good generalization?".split()
 
 

@@ -27,6 +27,7 @@ from policies.degenerate import (
     DraftGuard,
     echo_words,
     final_budget,
+    may_become_preamble,
     preamble_length,
     with_opened_quotation,
     without_closing_quote,
@@ -402,6 +403,14 @@ class LLMTranslator(StreamingTranslator):
         translation (`policies.degenerate.DraftGuard`; nothing after that point is used)."""
         return bool(self._usable_length(self._decode(draft.tokens), prefix_units)[1])
 
+    def _preamble_may_follow(self, draft_text: str) -> bool:
+        """Whether `draft_text` opens the segment and may still turn out to open with the model's own introduction
+        (`policies.degenerate.may_become_preamble`). A policy about to commit a draft's first words drafts on while
+        this holds, so the introduction is seen whole and moves into the prompt; once per segment."""
+        if self.segment_units or self.segment_preamble:
+            return False
+        return may_become_preamble(draft_text, [w.text for w in self.source_words])
+
     def _committable_length(self, draft: Draft, accepted: int) -> int:
         """Round a live draft's accepted token prefix back to the last complete stability unit. Where the draft
         ends (its budget, or end-of-sequence after a partial source) its last unit may still go on: "zusammen"
@@ -463,8 +472,10 @@ class AlignAttTranslator(LLMTranslator):
             return scanner.push(row).failure is not None
 
         def stop(draft: Draft) -> bool:
-            rejected = scan_next(draft) if self.stop_at_first_failure else False
-            return rejected or self._translation_over(draft)
+            if self.stop_at_first_failure and not scanner.failed:
+                scan_next(draft)
+            over = (self.stop_at_first_failure and scanner.failed) or self._translation_over(draft)
+            return over and not (scanner.accepted_tokens and self._preamble_may_follow(self._decode(draft.tokens)))
 
         draft = self.session.draft(prompt.token_ids, budget, stop=stop)
         while not scanner.failed and len(scanner.decisions) < len(draft.tokens):
@@ -492,7 +503,8 @@ class WaitkTranslator(LLMTranslator):
 
         def stop(draft: Draft) -> bool:
             text = self._decode(draft.tokens)
-            return len(split_units(text, self.target_unit)) > allowed or self._translation_over(draft)
+            over = len(split_units(text, self.target_unit)) > allowed or self._translation_over(draft)
+            return over and not self._preamble_may_follow(text)
 
         draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
         if self.target_unit == "char":
