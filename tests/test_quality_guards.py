@@ -45,8 +45,12 @@ def test_shipped_speech_preset_withholds_a_draft_that_attends_to_a_word_not_yet_
     assert step.gate_fired and step.gate_stopped_tokens >= 1
     rejected = step.scan.decisions[-1]
     assert rejected.failure == "source_frontier" and rejected.source_word == len(words) - 1
-    # Drafting stops at the rejected token (the start of "Modell"); it and what follows are withheld.
-    assert step.draft_text.rstrip().endswith("Mod") and "Mod" not in step.committed_text
+    # The rejected token is the start of "Modell"; it and what follows are withheld. (Drafting would stop there,
+    # but this step commits the segment's first words, so it drafts on while they may be the model's own
+    # introduction: `LLMTranslator._preamble_may_follow`.)
+    tokens = step.draft.tokens
+    assert translator._decode(tokens[:step.scan.accepted_tokens + 1]).rstrip().endswith("Mod")
+    assert "Mod" in step.draft_text and "Mod" not in step.committed_text
     assert step.draft_text.startswith(step.committed_text) and step.committed_text.split()
     assert translator.stats.gate_fired == 1 and translator.stats.live_steps == 1
 
@@ -57,8 +61,11 @@ def test_waitk_reads_one_word_per_write_without_drafting_the_budget(real_lm):
     for word in words:
         translator.feed([SourceWord(word)])
     live = [step for step in translator.steps if not step.final]
-    for step in live:
-        # Drafting stops as soon as one unit more than the schedule allows has begun.
+    # The first write drafts on while the segment's opening may be the model's own introduction (a clause, up to
+    # its end); after it, drafting stops as soon as one unit more than the schedule allows has begun.
+    assert not live[0].committed_text or live[0].draft_text.rstrip()[-1:] in ".!?:" or live[0].draft.finished \
+        or len(live[0].draft.tokens) == 16
+    for step in live[1:]:
         assert len(split_units(step.draft_text, "word")) <= 2 or step.draft.finished or step.degenerate
     assert sum(len(step.draft.tokens) for step in live) < 8 * len(live)
     translator.flush()
