@@ -577,3 +577,25 @@ def test_a_chinese_offline_row_is_scored_against_its_streamed_rows_references_wi
         assert scores["BLEU"] == pytest.approx(scoring.corpus_quality(hypotheses, expected, "zh")["BLEU"])
     # The streamed row and the speech set's offline row now compare line by line.
     paired_bootstrap.main([str(out), "--baseline", streamed.name, "--samples", "20"])
+
+
+def test_skip_talks_selects_the_next_talks_after_a_max_talks_run(shared_data):
+    first = data.mcif_lines("de", "evaluation", 4, shared_data)
+    following = data.mcif_lines("de", "evaluation", 4, shared_data, skip_talks=4)
+    rest = data.mcif_lines("de", "evaluation", None, shared_data, skip_talks=4)
+    whole = data.mcif_lines("de", "evaluation", None, shared_data)
+    talks = list(dict.fromkeys(line.talk for line in whole))
+    assert [line.talk for line in first] + [line.talk for line in rest] == [line.talk for line in whole]
+    assert list(dict.fromkeys(line.talk for line in following)) == talks[4:8]
+    assert following == rest[:len(following)]
+    with pytest.raises(ValueError, match=f"--skip-talks must be from 0 to {len(talks) - 1}.* has {len(talks)} talks"):
+        data.mcif_lines("de", "evaluation", None, shared_data, skip_talks=len(talks))
+    with pytest.raises(ValueError, match="--skip-talks must be"):
+        data.mcif_lines("de", "evaluation", None, shared_data, skip_talks=-1)
+
+
+def test_talk_choices_on_your_own_files_are_refused_instead_of_ignored(talks, tmp_path, capsys):
+    for choice in (["--skip-talks", "1"], ["--max-talks", "1"]):
+        code = simulagents(eval_args(talks, tmp_path / "out", "agents.alignatt4llm:Agent", *choice))
+        assert code != 0
+        assert "--max-talks and --skip-talks choose talks of --dataset mcif-dev" in capsys.readouterr().err

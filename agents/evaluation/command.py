@@ -43,6 +43,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     data_group.add_argument("--split", choices=datasets.SPLITS, default="evaluation",
                             help="MCIF talk split (default: evaluation; the calibration talks tuned the heads)")
     data_group.add_argument("--max-talks", type=int, help="only the first N talks of the split")
+    data_group.add_argument("--skip-talks", type=int, default=0, help="leave out the split's first N talks (with "
+                            "--max-talks: the next talks after a run of N; default 0)")
     data_group.add_argument("--data-dir", type=Path, help="shared data directory (default: $SIMULAGENTS_DATA or "
                                                          "../shared/data)")
     data_group.add_argument("--cache", type=Path, default=Path("runs/test-sets"),
@@ -69,9 +71,13 @@ def build_eval_set(args: argparse.Namespace, kind: str) -> data.EvalSet:
         if args.src_lang != "en":
             raise ValueError("MCIF dev is English speech: --src-lang must be en")
         if kind == runs.TEXT:
-            return data.mcif_text_set(args.tgt_lang, args.split, args.max_talks, args.data_dir)
+            return data.mcif_text_set(args.tgt_lang, args.split, args.max_talks, args.data_dir, args.skip_talks)
         _print("preparing the synthetic MCIF talks (espeak-ng; made once, then reused) ...")
-        return data.mcif_speech_set(args.tgt_lang, args.split, args.cache.resolve(), args.max_talks, args.data_dir)
+        return data.mcif_speech_set(args.tgt_lang, args.split, args.cache.resolve(), args.max_talks, args.data_dir,
+                                     skip_talks=args.skip_talks)
+    if args.max_talks is not None or args.skip_talks:
+        raise ValueError("--max-talks and --skip-talks choose talks of --dataset mcif-dev; your own files are used "
+                         "whole: drop them, or cut the files")
     if kind == runs.SPEECH:
         if not (args.wav_list and args.segments and args.reference):
             raise ValueError("a speech agent needs --wav-list, --segments and --reference (or --dataset mcif-dev)")

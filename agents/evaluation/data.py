@@ -121,30 +121,35 @@ def speech_set(wav_list: str | Path, segments: str | Path, reference: str | Path
                    tuple(sources), Path(wav_list).resolve(), Path(segments).resolve(), tuple(entries))
 
 
-def mcif_lines(target_lang: str, split: datasets.Split, max_talks: int | None, data_dir: Path | None = None
-               ) -> list[datasets.MCIFLine]:
-    """MCIF dev lines of `split`, limited to the first `max_talks` talks (in file order) when given."""
+def mcif_lines(target_lang: str, split: datasets.Split, max_talks: int | None, data_dir: Path | None = None,
+               skip_talks: int = 0) -> list[datasets.MCIFLine]:
+    """MCIF dev lines of `split`: its talks in file order, the first `skip_talks` left out, then at most `max_talks`
+    (so `skip_talks=4, max_talks=4` is talks 5 to 8: the next talks after a `max_talks=4` run)."""
     lines = datasets.mcif_split(datasets.load_mcif(data_dir or datasets.shared_data_dir(), target_lang), split)
     talks = list(dict.fromkeys(line.talk for line in lines))
+    if max_talks is not None and max_talks < 1:
+        raise ValueError(f"--max-talks must be >= 1, got {max_talks}")
+    if not 0 <= skip_talks < len(talks):
+        raise ValueError(f"--skip-talks must be from 0 to {len(talks) - 1}: the {split} split has {len(talks)} talks, "
+                         f"got {skip_talks}")
+    talks = talks[skip_talks:]
     if max_talks is not None:
-        if max_talks < 1:
-            raise ValueError(f"--max-talks must be >= 1, got {max_talks}")
         talks = talks[:max_talks]
     return [line for line in lines if line.talk in talks]
 
 
 def mcif_text_set(target_lang: str, split: datasets.Split, max_talks: int | None = None,
-                  data_dir: Path | None = None) -> EvalSet:
-    lines = mcif_lines(target_lang, split, max_talks, data_dir)
+                  data_dir: Path | None = None, skip_talks: int = 0) -> EvalSet:
+    lines = mcif_lines(target_lang, split, max_talks, data_dir, skip_talks)
     return EvalSet(f"mcif-{split}", "en", target_lang, tuple(" ".join(l.reference.split()) for l in lines),
                    tuple(" ".join(l.source.split()) for l in lines))
 
 
 def mcif_speech_set(target_lang: str, split: datasets.Split, cache: Path, max_talks: int | None = None,
-                    data_dir: Path | None = None, progress=None) -> EvalSet:
+                    data_dir: Path | None = None, progress=None, skip_talks: int = 0) -> EvalSet:
     """MCIF dev as synthetic long-form speech: the talks rebuilt with espeak-ng on their original timeline (made
     once into `cache`, reused while the lines are the same)."""
-    lines = mcif_lines(target_lang, split, max_talks, data_dir)
+    lines = mcif_lines(target_lang, split, max_talks, data_dir, skip_talks)
     segments = [{"wav": f"{l.talk}.wav", "offset": l.offset, "duration": l.duration} for l in lines]
     sources = [" ".join(l.source.split()) for l in lines]
     stamp = hashlib.sha256(json.dumps([sources, segments]).encode()).hexdigest()[:16]

@@ -401,7 +401,11 @@ class LLMTranslator(StreamingTranslator):
     def _translation_over(self, draft: Draft, prefix_units: Sequence[str] | None = None) -> bool:
         """Stop condition of every draft: the guard cut it, at the end of its line or where it stopped being a
         translation (`policies.degenerate.DraftGuard`; nothing after that point is used)."""
-        return bool(self._usable_length(self._decode(draft.tokens), prefix_units)[1])
+        return self._text_over(self._decode(draft.tokens), prefix_units)
+
+    def _text_over(self, draft_text: str, prefix_units: Sequence[str] | None = None) -> bool:
+        """`_translation_over` on a draft already decoded (a policy's stop condition decodes it once per token)."""
+        return bool(self._usable_length(draft_text, prefix_units)[1])
 
     def _preamble_may_follow(self, draft_text: str) -> bool:
         """Whether `draft_text` opens the segment and may still turn out to open with the model's own introduction
@@ -474,8 +478,9 @@ class AlignAttTranslator(LLMTranslator):
         def stop(draft: Draft) -> bool:
             if self.stop_at_first_failure and not scanner.failed:
                 scan_next(draft)
-            over = (self.stop_at_first_failure and scanner.failed) or self._translation_over(draft)
-            return over and not (scanner.accepted_tokens and self._preamble_may_follow(self._decode(draft.tokens)))
+            text = self._decode(draft.tokens)
+            over = (self.stop_at_first_failure and scanner.failed) or self._text_over(text)
+            return over and not (scanner.accepted_tokens and self._preamble_may_follow(text))
 
         draft = self.session.draft(prompt.token_ids, budget, stop=stop)
         while not scanner.failed and len(scanner.decisions) < len(draft.tokens):
@@ -503,7 +508,7 @@ class WaitkTranslator(LLMTranslator):
 
         def stop(draft: Draft) -> bool:
             text = self._decode(draft.tokens)
-            over = len(split_units(text, self.target_unit)) > allowed or self._translation_over(draft)
+            over = len(split_units(text, self.target_unit)) > allowed or self._text_over(text)
             return over and not self._preamble_may_follow(text)
 
         draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
