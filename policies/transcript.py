@@ -28,6 +28,13 @@ INITIALS = re.compile(r"(?:[^\W\d_]\.)+")
 # Languages that write ordinals as a number and a full stop ("am 3. Mai", "3. května"): there "3." ends no sentence.
 ORDINAL_DOT_LANGUAGES = frozenset({"de", "cs", "sk", "pl", "da", "no", "nb", "fi", "hu", "sl", "hr", "sr", "tr"})
 ORDINAL = re.compile(r"\d+\.")
+# Capitalised words that open an English sentence. After a word ending in a lower-case letter they mark a sentence
+# end the recogniser did not write: Whisper at times drops its full stops for a minute at a time ("… still remains
+# understudied In this paper we define …", each later hypothesis conditioned on the last), and a sentence that never
+# ends holds a stream's output back until `max_sentence_seconds` (45 s of silence in one MCIF talk: docs/
+# alignatt4llm_quality.md, "A sentence end the recogniser did not write"). Not "A" or "I" (a letter, a pronoun).
+SENTENCE_OPENERS = frozenset("""An And As But First For However If In It Its Let's Next Now Our So Since That The
+Then There These They This Today We What When You""".split())
 COMMIT_AGREEMENTS = ("words", "sentence_end")  # see TranscriptStabilizer
 SENTENCE_END_TOLERANCE = 0.5  # seconds between two hypotheses' end times of what is one sentence end
 # Seconds of silence the tail audio may be cut in when words are frozen (`retranscribe_seconds`): a cut in running
@@ -52,6 +59,15 @@ def ends_sentence(word: str, lang: str | None = None) -> bool:
     return lowered not in ABBREVIATIONS and not INITIALS.fullmatch(lowered)
 
 
+def closes_sentence(words: Sequence[str], index: int) -> bool:
+    """True if `words[index]` ends a sentence of a transcript: as written (`ends_sentence`), or unwritten: a word
+    ending in a lower-case letter that a capitalised SENTENCE_OPENERS word follows ("understudied" "In")."""
+    word = words[index]
+    if ends_sentence(word):
+        return True
+    return index + 1 < len(words) and word[-1:].islower() and words[index + 1] in SENTENCE_OPENERS
+
+
 def strip_unconfirmed_end(word: str) -> str:
     """`word` without a sentence end or ellipsis that closes it ("rose." -> "rose", "mod..." -> "mod"); an
     abbreviation or initials keep their dots. A word that is only punctuation is kept."""
@@ -73,13 +89,15 @@ def agreed_prefix_length(previous: Sequence[TimedWord], current: Sequence[TimedW
 
 
 def agreed_sentence_end(previous: Sequence[TimedWord], current: Sequence[TimedWord], tolerance: float) -> int:
-    """How many leading words of `current` end at its latest sentence end that `previous` also has: a word of both
-    that ends a sentence, ending within `tolerance` seconds of each other (same time base). 0 if there is none.
-    The words before it need not agree: the recogniser may still reword them, the boundary stands."""
-    previous_ends = [word.end for word in previous if ends_sentence(word.text)]
-    for index in range(len(current) - 1, -1, -1):
-        word = current[index]
-        if ends_sentence(word.text) and any(abs(end - word.end) <= tolerance for end in previous_ends):
+    """How many leading words of `current` end at its latest sentence end that `previous` also has and that a word
+    of `current` follows: a word of both that closes a sentence (`closes_sentence`), ending within `tolerance`
+    seconds of each other (same time base). 0 if there is none. The words before it need not agree: the recogniser
+    may still reword them, the boundary stands."""
+    previous_texts = [word.text for word in previous]
+    previous_ends = [word.end for index, word in enumerate(previous) if closes_sentence(previous_texts, index)]
+    texts = [word.text for word in current]
+    for index in range(len(current) - 2, -1, -1):
+        if closes_sentence(texts, index) and any(abs(end - current[index].end) <= tolerance for end in previous_ends):
             return index + 1
     return 0
 
@@ -93,11 +111,12 @@ def frozen_word_count(words: Sequence[TimedWord], agreed: int, until: float, min
 
 
 def split_sentences(words: Sequence[SourceWord]) -> list[list[SourceWord]]:
-    """Split words after each sentence end; a trailing unfinished sentence is kept as the last part."""
+    """Split words after each sentence end (`closes_sentence`); a trailing unfinished sentence is the last part."""
+    texts = [word.text for word in words]
     sentences: list[list[SourceWord]] = [[]]
-    for word in words:
+    for index, word in enumerate(words):
         sentences[-1].append(word)
-        if ends_sentence(word.text):
+        if closes_sentence(texts, index):
             sentences.append([])
     return [sentence for sentence in sentences if sentence]
 
@@ -126,8 +145,9 @@ class TranscriptUpdate:
         a full stop, and write "..." for a word cut off), so it is removed: the translation must not close the
         sentence before the speaker does.
         """
-        for index, word in enumerate(self.live_words[:-1]):
-            if ends_sentence(word.text):
+        texts = [word.text for word in self.live_words]
+        for index in range(len(self.live_words) - 1):
+            if closes_sentence(texts, index):
                 return self.live_words[: index + 1]
         if not self.live_words:
             return ()
@@ -231,9 +251,10 @@ class TranscriptStabilizer:
             # cut there leaves a piece of that word ("2027" -> "27") to be transcribed again.
             agreed_words = agreed_prefix_length(self.previous, hypothesis)
             agreed = min(frozen + agreed_words, len(words) - 1)
-            commit = max((i + 1 for i in range(agreed) if ends_sentence(words[i].text)), default=0)
+            texts = [word.text for word in words]
+            commit = max((i + 1 for i in range(agreed) if closes_sentence(texts, i)), default=0)
             if self.commit_agreement == "sentence_end":
-                boundary = agreed_sentence_end(self.previous, hypothesis[:-1], SENTENCE_END_TOLERANCE)
+                boundary = agreed_sentence_end(self.previous, hypothesis, SENTENCE_END_TOLERANCE)
                 commit = max(commit, frozen + boundary if boundary else 0)
             now = self.tail_start + tail_seconds
             if commit == 0 and now - self.live_start > self.max_sentence_seconds:

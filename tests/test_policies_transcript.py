@@ -4,13 +4,14 @@ from __future__ import annotations
 import pytest
 
 from backends.asr.base import merge_word_pieces
-from common.stream import TimedWord
+from common.stream import SourceWord, TimedWord
 from policies.transcript import (
     FREEZE_MIN_PAUSE,
     TranscriptStabilizer,
     TranscriptUpdate,
     agreed_prefix_length,
     agreed_sentence_end,
+    closes_sentence,
     ends_sentence,
     frozen_word_count,
     strip_unconfirmed_end,
@@ -395,3 +396,38 @@ def test_forced_prefix_leaves_frozen_words_to_the_context():
     prefix = stabilizer.forced_prefix(0).split()
     assert frozen + prefix == [w.text for w in hypothesis][: len(frozen) + len(prefix)]
     assert prefix and prefix[0] == hypothesis[len(frozen)].text
+
+
+@pytest.mark.parametrize("text,index,expected", [
+    ("still remains understudied In this paper", 2, True),   # a full stop the recogniser did not write
+    ("planning An abstract goal", 0, True),
+    ("understudied. In this", 0, True),                        # written
+    ("I'm from Fudan University", 2, False),                  # a name goes on
+    ("we call it option A", 3, False),                        # a letter, not "A" as an opener
+    ("when I came, In that", 2, False),                       # after a comma: no end
+    ("results of table 3 The", 3, False),                     # only after a lower-case letter
+    ("and then we", 2, False),                                # the last word: nothing follows
+    ("the problem In", 2, False),
+])
+def test_closes_sentence_reads_a_capitalised_opener_after_a_bare_word_as_an_unwritten_end(text, index, expected):
+    assert closes_sentence(text.split(), index) is expected
+
+
+@pytest.mark.parametrize("agreement", ["words", "sentence_end"])
+def test_a_sentence_the_recogniser_left_without_its_full_stop_is_committed_at_the_capitalised_opener(agreement):
+    """Whisper on MCIF talk ccpXHNfaoy (1.5B en→zh runs of 2026-11-30): one hypothesis ends the sentence with a full
+    stop, the next one, hearing on, drops every full stop; without the unwritten end the sentence ran to
+    max_sentence_seconds and the stream emitted nothing for 45 s."""
+    stabilizer = TranscriptStabilizer(commit_agreement=agreement)
+    first = "Planning for goals still remains understudied." if agreement == "sentence_end" else \
+        "Planning for goals still remains understudied In this"
+    stabilizer.update(timed(first), 4.0)
+    update = stabilizer.update(timed("Planning for goals still remains understudied In this paper we"), 5.0)
+    assert [[w.text for w in s] for s in update.committed_sentences] == [
+        ["Planning", "for", "goals", "still", "remains", "understudied"]]
+    assert [w.text for w in update.live_words] == ["In", "this", "paper", "we"]
+
+
+def test_the_live_sentence_ends_at_an_unwritten_sentence_end_too():
+    words = [SourceWord(text, 0.5 * (i + 1)) for i, text in enumerate("remains understudied In this paper".split())]
+    assert [w.text for w in TranscriptUpdate((), tuple(words), 0.0).live_sentence] == ["remains", "understudied"]
