@@ -2,14 +2,16 @@
 line per step and a summary of where the translator's segments and the committed sentences disagree.
 
     python benchmarks/cascade_trace.py --wav TALK.wav --out trace.jsonl [--agent agents.alignatt4llm:WaitkAgent]
-        [--config eval_configs/waitk_cpu.yaml] [--set KEY=VALUE ...] [--minutes M]
+        [--config eval_configs/waitk_cpu.yaml] [--set KEY=VALUE ...] [--minutes M] [--unpunctuated]
 
 A live line: the stream time, the sentence's source words as the translator got them, how many were accessible,
 the target already emitted for the sentence, the draft and the units this step emitted. A final line: the committed
 sentence, its target before, the final draft (and its retries' drafts, if the guard cut it) and what it emitted.
 The summary counts the sentences committed without a sentence end, and those committed behind what the translator
 had already read (its last live step accessed words after the committed sentence's last one: the next segment
-starts on words it may already have translated). Three fixes of 2026-11-27 came from such traces
+starts on words it may already have translated), and the longest stretch of stream time with nothing emitted.
+`--unpunctuated` gives the cascade a recogniser that writes neither case nor punctuation (see
+benchmarks/sentence_boundaries.py). Three fixes of 2026-11-27 came from such traces
 (docs/alignatt4llm_quality.md).
 """
 from __future__ import annotations
@@ -102,9 +104,12 @@ class Tracer:
                     behind.append(past)
             last_live = None
         lives = [r for r in self.records if r["kind"] == "live"]
+        emitted_at = [0.0, *(r["now"] for r in self.records if r["emitted"])]
+        silent = max((later - earlier for earlier, later in zip(emitted_at, emitted_at[1:])), default=0.0)
         return (f"{len(lives)} live steps, {sum(1 for r in lives if r['emitted'])} of them emitted; {len(finals)} "
                 f"sentences committed, {no_end} without a sentence end; {len(behind)} committed behind what the "
-                f"translator had read ({sum(behind)} words read past their end, at most {max(behind, default=0)})")
+                f"translator had read ({sum(behind)} words read past their end, at most {max(behind, default=0)}); "
+                f"longest without an emission: {silent:.0f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="its YAML (default: the agent's embedded CPU preset)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--minutes", type=float, default=0.0, help="only the talk's first minutes (0: all)")
+    parser.add_argument("--unpunctuated", action="store_true", help="a recogniser that writes neither case nor "
+                                                                    "punctuation")
     args = parser.parse_args(argv)
     try:
         cls = agent_class(args.agent)
@@ -130,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.minutes:
         audio = audio[: int(args.minutes * 60 * SAMPLE_RATE)]
+    if args.unpunctuated:
+        from sentence_boundaries import Unpunctuated
+
+        cascade.recognizer = Unpunctuated(cascade.recognizer)
     chunk = int(round(float(values["speech_chunk_size"]) * SAMPLE_RATE))  # what simulstream feeds per call
     with args.out.open("w", encoding="utf-8") as out:
         tracer = Tracer(cascade, out)

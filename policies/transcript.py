@@ -42,6 +42,14 @@ SENTENCE_END_TOLERANCE = 0.5  # seconds between two hypotheses' end times of wha
 # Calibration talk 1, R = 4 (docs/cpu_low_latency.md): committed WER 26.9 / 22.5 / 21.4 / 19.1% and mean tail
 # 4.9 / 5.7 / 5.7 / 6.8 s for 0 / 0.15 / 0.3 / 0.5 s (19.9% and 7.4 s without freezing).
 FREEZE_MIN_PAUSE = 0.3
+# A sentence running on past `pause_commit_seconds` without an end (a recogniser that stopped punctuating, or writes
+# no punctuation at all) is committed at the next pause of at least PAUSE_COMMIT_MIN_PAUSE seconds the speaker makes:
+# one after an agreed word that ended at most PAUSE_COMMIT_RECENT seconds before the last agreed word, so the cut
+# falls about where the translator has read to, not at an older pause it has translated past (the next segment would
+# translate those words again). Speakers pause where sentences end, whether or not the recogniser writes it. See
+# `pause_commit_count` and docs/alignatt4llm_quality.md, "A sentence the recogniser never ends".
+PAUSE_COMMIT_MIN_PAUSE = 0.5
+PAUSE_COMMIT_RECENT = 2.0
 
 
 def ends_sentence(word: str, lang: str | None = None) -> bool:
@@ -110,6 +118,25 @@ def frozen_word_count(words: Sequence[TimedWord], agreed: int, until: float, min
                 if words[index].end <= until and words[index + 1].start - words[index].end >= min_pause), default=0)
 
 
+def pause_commit_count(words: Sequence[SourceWord], pauses: Sequence[float | None], agreed: int, min_pause: float,
+                       recent: float) -> int:
+    """How many leading `words` to commit at a pause: up to the last of the first `agreed` words whose following
+    silence (`pauses[i]`, seconds before word i + 1 starts; None where unknown) is at least `min_pause` and that
+    ended at most `recent` seconds before the last agreed word did. 0 if there is none (yet: the next pause near
+    the agreed words ends the sentence)."""
+    agreed = min(agreed, len(words), len(pauses))
+    if agreed == 0:
+        return 0
+    newest = words[agreed - 1].end_time
+    return max((index + 1 for index in range(agreed) if pauses[index] is not None and pauses[index] >= min_pause
+                and newest - words[index].end_time <= recent), default=0)
+
+
+def following_pauses(words: Sequence[TimedWord]) -> list[float | None]:
+    """The silence after each word before the next one starts (seconds; None after the last word)."""
+    return [*(max(0.0, after.start - word.end) for word, after in zip(words, words[1:])), *([None] if words else [])]
+
+
 def split_sentences(words: Sequence[SourceWord]) -> list[list[SourceWord]]:
     """Split words after each sentence end (`closes_sentence`); a trailing unfinished sentence is the last part."""
     texts = [word.text for word in words]
@@ -170,8 +197,9 @@ class TranscriptStabilizer:
     ended before its last half are frozen the same way, agreed or not, so a long sentence stays one translation
     segment (committing its first part would end that segment where the translator had already read ten seconds
     further, and the next segment would translate those words again). A sentence that runs on past
-    `max_sentence_seconds` without an end is committed without one at the words two hypotheses agree on, about as far
-    as the translator has read.
+    `pause_commit_seconds` without an end is committed at the next pause of PAUSE_COMMIT_MIN_PAUSE seconds near its
+    agreed words (`pause_commit_count`: where the speaker likely ended a sentence the recogniser did not write); one that runs on past `max_sentence_seconds` is committed without one at the words two hypotheses agree
+    on, about as far as the translator has read.
 
     `commit_agreement` says what two hypotheses must agree on before a sentence is committed: "words" (every word up
     to its end, as written: LocalAgreement-2) or "sentence_end" (that, or just the sentence end: a sentence end in
@@ -181,7 +209,8 @@ class TranscriptStabilizer:
     """
 
     def __init__(self, max_tail_seconds: float = 20.0, retranscribe_seconds: float = 0.0,
-                 commit_agreement: str = "words", max_sentence_seconds: float = 60.0):
+                 commit_agreement: str = "words", max_sentence_seconds: float = 60.0,
+                 pause_commit_seconds: float = 0.0):
         if commit_agreement not in COMMIT_AGREEMENTS:
             raise ValueError(f"commit_agreement must be one of {', '.join(COMMIT_AGREEMENTS)}, got {commit_agreement!r}")
         if not max_tail_seconds > 0 or not max_sentence_seconds > 0:
@@ -189,9 +218,12 @@ class TranscriptStabilizer:
                              f"{max_sentence_seconds}")
         if retranscribe_seconds < 0:
             raise ValueError(f"retranscribe_seconds must be >= 0 (0: off), got {retranscribe_seconds}")
+        if pause_commit_seconds < 0:
+            raise ValueError(f"pause_commit_seconds must be >= 0 (0: off), got {pause_commit_seconds}")
         self.max_tail_seconds = max_tail_seconds
         self.max_sentence_seconds = max_sentence_seconds
         self.retranscribe_seconds = retranscribe_seconds
+        self.pause_commit_seconds = pause_commit_seconds
         self.commit_agreement = commit_agreement
         self.reset()
 
@@ -222,11 +254,12 @@ class TranscriptStabilizer:
 
         Committed: every sentence the previous and current hypotheses agree on (frozen words count as agreed), up
         to its end, once a next word follows it; with `final`, all words (the previous hypothesis' when this one is
-        empty). When nothing could be committed: a live sentence spanning more than `max_sentence_seconds` is
-        committed up to its agreed words; a tail longer than `max_tail_seconds` has the words ending before its last
-        half frozen (committed, when no word follows them: the speaker stopped), and when there are none the audio
-        before the first word (at most up to that point) is cut, so the tail cannot grow forever, whether or not
-        anything is said. Then, with `retranscribe_seconds`, agreed words are frozen as described above.
+        empty). When nothing could be committed: a live sentence spanning more than `pause_commit_seconds` is
+        committed up to a recent agreed word that a pause follows, and one spanning more than
+        `max_sentence_seconds` up to its agreed words; a tail longer than `max_tail_seconds` has the words ending
+        before its last half frozen (committed, when no word follows them: the speaker stopped), and when there are
+        none the audio before the first word (at most up to that point) is cut, so the tail cannot grow forever,
+        whether or not anything is said. Then, with `retranscribe_seconds`, agreed words are frozen as described above.
 
         A hypothesis that loops (a phrase repeated as `policies.degenerate.loop_start` defines it: recognisers
         repeat the last phrase when their budget outlasts the speech) is cut before the second copy.
@@ -240,6 +273,7 @@ class TranscriptStabilizer:
             hypothesis = list(self.previous)
         frozen = len(self.frozen)
         words = [*self.frozen, *(self._absolute(word) for word in hypothesis)]
+        pauses = [None] * frozen + following_pauses(hypothesis)  # a frozen word's audio is cut: no pause to read
         cut = 0.0
         forced_freeze = 0  # tail words frozen because the tail is too long
         if final:
@@ -256,8 +290,10 @@ class TranscriptStabilizer:
             if self.commit_agreement == "sentence_end":
                 boundary = agreed_sentence_end(self.previous, hypothesis, SENTENCE_END_TOLERANCE)
                 commit = max(commit, frozen + boundary if boundary else 0)
-            now = self.tail_start + tail_seconds
-            if commit == 0 and now - self.live_start > self.max_sentence_seconds:
+            sentence_seconds = self.tail_start + tail_seconds - self.live_start
+            if commit == 0 and self.pause_commit_seconds and sentence_seconds > self.pause_commit_seconds:
+                commit = pause_commit_count(words, pauses, agreed, PAUSE_COMMIT_MIN_PAUSE, PAUSE_COMMIT_RECENT)
+            if commit == 0 and sentence_seconds > self.max_sentence_seconds:
                 commit = agreed  # the translator has read about this far: its next segment starts after it
             if commit == 0 and tail_seconds > self.max_tail_seconds:
                 keep_from = tail_seconds - self.max_tail_seconds / 2  # on the tail's time base

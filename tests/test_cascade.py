@@ -543,3 +543,11 @@ def test_max_sentence_seconds_below_the_tail_limit_is_refused():
     with pytest.raises(ConfigError, match="max_sentence_seconds .* must be at least max_tail_seconds"):
         build_config(CascadeConfig, {"model": "unused", "max_tail_seconds": 20, "max_sentence_seconds": 10})
     assert build_config(CascadeConfig, {"model": "unused", "max_sentence_seconds": 20}).max_sentence_seconds == 20
+
+
+def test_a_negative_pause_commit_seconds_is_refused():
+    from common.config import build_config
+
+    with pytest.raises(ConfigError, match=r"pause_commit_seconds must be >= 0 \(0: off"):
+        build_config(CascadeConfig, {"model": "unused", "pause_commit_seconds": -5})
+    assert build_config(CascadeConfig, {"model": "unused", "pause_commit_seconds": 0}).pause_commit_seconds == 0

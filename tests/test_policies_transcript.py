@@ -7,13 +7,16 @@ from backends.asr.base import merge_word_pieces
 from common.stream import SourceWord, TimedWord
 from policies.transcript import (
     FREEZE_MIN_PAUSE,
+    PAUSE_COMMIT_MIN_PAUSE,
     TranscriptStabilizer,
     TranscriptUpdate,
     agreed_prefix_length,
     agreed_sentence_end,
     closes_sentence,
     ends_sentence,
+    following_pauses,
     frozen_word_count,
+    pause_commit_count,
     strip_unconfirmed_end,
 )
 
@@ -431,3 +434,81 @@ def test_a_sentence_the_recogniser_left_without_its_full_stop_is_committed_at_th
 def test_the_live_sentence_ends_at_an_unwritten_sentence_end_too():
     words = [SourceWord(text, 0.5 * (i + 1)) for i, text in enumerate("remains understudied In this paper".split())]
     assert [w.text for w in TranscriptUpdate((), tuple(words), 0.0).live_sentence] == ["remains", "understudied"]
+
+
+def test_following_pauses_are_the_silences_between_words():
+    words = [TimedWord("a", 0.0, 0.4), TimedWord("b", 1.0, 1.5), TimedWord("c", 1.4, 2.0)]
+    assert following_pauses(words) == [pytest.approx(0.6), 0.0, None]  # an overlap is no pause
+    assert following_pauses([]) == []
+
+
+def test_pause_commit_count_takes_the_last_recent_agreed_pause_long_enough():
+    words = [SourceWord(f"w{i}", end) for i, end in enumerate([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]
+    pauses = [0.7, 0.1, 0.9, 0.6, 0.3, None]
+    assert pause_commit_count(words, pauses, 5, 0.5, 2.0) == 4  # after w3 (ended 1 s before w4), not after w2
+    assert pause_commit_count(words, pauses, 5, 0.8, 2.0) == 3  # w2's 0.9 s pause, 2 s before w4: still recent
+    assert pause_commit_count(words, pauses, 5, 0.8, 1.5) == 0  # none recent enough: wait for the next pause
+    assert pause_commit_count(words, pauses, 2, 0.5, 2.0) == 1  # only among the agreed words
+    assert pause_commit_count(words, pauses, 5, 1.0, 10.0) == 0  # none long enough
+    assert pause_commit_count(words, pauses, 0, 0.5, 2.0) == 0 and pause_commit_count([], [], 3, 0.5, 2.0) == 0
+
+
+def spoken_without_punctuation(count: int, long_pauses_after: set[int], gap: float = 0.1) -> list[TimedWord]:
+    """`count` words "w0".. on the absolute time base, 0.4 s each; `gap` seconds of silence after each, 0.8 s after
+    those in `long_pauses_after` (where the speaker ended a sentence the recogniser did not write)."""
+    words, at = [], 0.0
+    for index in range(count):
+        words.append(TimedWord(f"w{index}", at, at + 0.4))
+        at += 0.4 + (0.8 if index in long_pauses_after else gap)
+    return words
+
+
+def stream_transcript(stabilizer: TranscriptStabilizer, words: list[TimedWord], seconds: int,
+                      first: int = 1) -> list[tuple[int, list[str]]]:
+    """Feed a recogniser that hears `words` exactly, one 1 s chunk at a time, the chunks ending at `first` to
+    `seconds` seconds; the sentences committed, each with the chunk that committed it."""
+    committed: list[tuple[int, list[str]]] = []
+    for chunk in range(first, seconds + 1):
+        heard = [TimedWord(w.text, w.start - stabilizer.tail_start, w.end - stabilizer.tail_start) for w in words
+                 if w.end <= chunk and w.start >= stabilizer.tail_start - 1e-9]
+        update = stabilizer.update(heard, chunk - stabilizer.tail_start)
+        committed += [(chunk, [w.text for w in sentence]) for sentence in update.committed_sentences]
+    return committed
+
+
+def test_a_sentence_without_an_end_is_committed_at_the_next_pause_past_pause_commit_seconds():
+    """A recogniser that writes no sentence end: past pause_commit_seconds the sentence is committed at the next
+    pause near its agreed words (after w44, 22 s in), the cut in that pause, not at the older pause after w15, which
+    the translator has read and translated past; without the rule nothing is committed before max_sentence_seconds."""
+    words = spoken_without_punctuation(70, {15, 44})
+    assert words[45].start - words[44].end >= PAUSE_COMMIT_MIN_PAUSE
+    with_pauses = TranscriptStabilizer(max_tail_seconds=20.0, max_sentence_seconds=60.0, pause_commit_seconds=20.0)
+    committed = stream_transcript(with_pauses, words, 26)
+    assert [sentence for _, sentence in committed] == [[f"w{i}" for i in range(45)]]
+    assert committed[0][0] <= words[45].end + 2  # as soon as two hypotheses agree on w44 and w45 began
+    assert words[44].end < with_pauses.tail_start < words[45].start  # the cut lies in the pause
+    without = TranscriptStabilizer(max_tail_seconds=20.0, max_sentence_seconds=60.0)
+    assert stream_transcript(without, words, 26) == []
+
+
+def test_a_pause_commit_takes_the_frozen_words_with_it():
+    """With `retranscribe_seconds` the agreed words older than 1 s are frozen (their audio cut) at every pause of
+    FREEZE_MIN_PAUSE: the pause commit past 20 s commits them with the tail's words up to the 0.8 s pause."""
+    words = spoken_without_punctuation(70, {44}, gap=FREEZE_MIN_PAUSE + 0.05)
+    stabilizer = TranscriptStabilizer(max_tail_seconds=20.0, max_sentence_seconds=60.0, retranscribe_seconds=2.0,
+                                      pause_commit_seconds=20.0)
+    assert stream_transcript(stabilizer, words, 20) == [] and len(stabilizer.frozen) > 20
+    committed = stream_transcript(stabilizer, words, 40, first=21)  # w44 ends at 33.4 s
+    assert [sentence for _, sentence in committed][:1] == [[f"w{i}" for i in range(45)]]
+
+
+def test_without_a_long_pause_the_sentence_waits_for_max_sentence_seconds():
+    words = spoken_without_punctuation(120, set())
+    stabilizer = TranscriptStabilizer(max_tail_seconds=20.0, max_sentence_seconds=30.0, pause_commit_seconds=20.0)
+    assert stream_transcript(stabilizer, words, 29) == []
+    assert len(stream_transcript(stabilizer, words, 31, first=30)) == 1
+
+
+def test_a_negative_pause_commit_seconds_is_refused():
+    with pytest.raises(ValueError, match=r"pause_commit_seconds must be >= 0 \(0: off\)"):
+        TranscriptStabilizer(pause_commit_seconds=-1.0)

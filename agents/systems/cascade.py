@@ -33,7 +33,8 @@ class CascadeTranslator(SpeechStreamingTranslator):
         self.translator = translator
         self.config = config
         self.stabilizer = TranscriptStabilizer(config.max_tail_seconds, config.retranscribe_seconds,
-                                               config.commit_agreement, config.max_sentence_seconds)
+                                               config.commit_agreement, config.max_sentence_seconds,
+                                               config.pause_commit_seconds)
         self.append_only = translator.append_only  # a re-translating text translator makes the cascade retract
         self.reset()
 

@@ -257,6 +257,9 @@ class SpeechCascadeKnobs:
                                          "re-transcribed) so each chunk's cost stays bounded")
     max_sentence_seconds: float = knob(60.0, "a sentence running on this long without an end is committed without "
                                              "one, at the words two hypotheses agree on, so a prompt stays bounded")
+    pause_commit_seconds: float = knob(30.0, "a sentence running on this long without an end is committed at the "
+                                             "next pause of 0.5 s near its agreed words (where the speaker likely "
+                                             "ended a sentence the recogniser did not write); 0: off")
     retranscribe_seconds: float = knob(0.0, "shorten a tail longer than this before its sentence ends: agreed "
                                             "words that ended more than half of it before now are frozen (kept, "
                                             "no longer re-transcribed, given to the recogniser as context); 0: off")
@@ -306,6 +309,9 @@ class SpeechCascadeKnobs:
         if not self.max_sentence_seconds >= self.max_tail_seconds:
             raise ConfigError(f"max_sentence_seconds ({self.max_sentence_seconds}) must be at least max_tail_seconds "
                               f"({self.max_tail_seconds}): a sentence spans at least the audio kept of it")
+        if self.pause_commit_seconds < 0:
+            raise ConfigError(f"pause_commit_seconds must be >= 0 (0: off; past max_sentence_seconds it never "
+                              f"fires), got {self.pause_commit_seconds}")
         if self.commit_agreement not in COMMIT_AGREEMENTS:
             raise ConfigError(f"commit_agreement must be one of {', '.join(COMMIT_AGREEMENTS)}, got "
                               f"{self.commit_agreement!r}")
