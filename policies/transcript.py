@@ -198,8 +198,9 @@ class TranscriptStabilizer:
     segment (committing its first part would end that segment where the translator had already read ten seconds
     further, and the next segment would translate those words again). A sentence that runs on past
     `pause_commit_seconds` without an end is committed at the next pause of PAUSE_COMMIT_MIN_PAUSE seconds near its
-    agreed words (`pause_commit_count`: where the speaker likely ended a sentence the recogniser did not write); one that runs on past `max_sentence_seconds` is committed without one at the words two hypotheses agree
-    on, about as far as the translator has read.
+    agreed words (`pause_commit_count`: where the speaker likely ended a sentence the recogniser did not write); one
+    that runs on past `max_sentence_seconds` is committed without one at the words two hypotheses agree on, about as
+    far as the translator has read.
 
     `commit_agreement` says what two hypotheses must agree on before a sentence is committed: "words" (every word up
     to its end, as written: LocalAgreement-2) or "sentence_end" (that, or just the sentence end: a sentence end in
@@ -273,7 +274,6 @@ class TranscriptStabilizer:
             hypothesis = list(self.previous)
         frozen = len(self.frozen)
         words = [*self.frozen, *(self._absolute(word) for word in hypothesis)]
-        pauses = [None] * frozen + following_pauses(hypothesis)  # a frozen word's audio is cut: no pause to read
         cut = 0.0
         forced_freeze = 0  # tail words frozen because the tail is too long
         if final:
@@ -292,6 +292,7 @@ class TranscriptStabilizer:
                 commit = max(commit, frozen + boundary if boundary else 0)
             sentence_seconds = self.tail_start + tail_seconds - self.live_start
             if commit == 0 and self.pause_commit_seconds and sentence_seconds > self.pause_commit_seconds:
+                pauses = [None] * frozen + following_pauses(hypothesis)  # a frozen word's audio is cut: no pause
                 commit = pause_commit_count(words, pauses, agreed, PAUSE_COMMIT_MIN_PAUSE, PAUSE_COMMIT_RECENT)
             if commit == 0 and sentence_seconds > self.max_sentence_seconds:
                 commit = agreed  # the translator has read about this far: its next segment starts after it
