@@ -1,5 +1,5 @@
 """Read the hypotheses of `simulagents eval` runs, not only their scores: length against the references, empty
-lines, loops, copied source runs and sentence periods inside a sentence, one line per run of an OUT folder (text
+lines, loops, repeated clauses, copied source runs and sentence periods inside a sentence, one line per run of an OUT folder (text
 runs: SimulEval's instances; speech runs: the output resegmented onto the reference lines by OmniSTEval).
 
     .venv/bin/python benchmarks/read_text_outputs.py runs/eval-text-de
@@ -38,6 +38,31 @@ def loops(hypothesis: str, unit: str = "word") -> bool:
                for size in (1, 2, 3) for i in range(len(units) - 3 * size + 1))
 
 
+CLAUSE_UNITS = {"word": 6, "char": 8}  # a run this long said twice in one line is a repeated clause
+SOURCE_REPEAT_WORDS = 4  # ... unless the source itself says some run of this many words twice
+CLAUSE_PUNCTUATION = ".,;:!?\"'“”„«»。，、！？：；"  # stripped from a unit's ends before units compare
+
+
+def _repeats_run(units: list[str], size: int) -> bool:
+    """Whether some `size` consecutive units occur twice in `units` without overlapping."""
+    first: dict[tuple[str, ...], int] = {}
+    for index in range(len(units) - size + 1):
+        run = tuple(units[index:index + size])
+        if run in first and index - first[run] >= size:
+            return True
+        first.setdefault(run, index)
+    return False
+
+
+def repeats_clause(hypothesis: str, source: str, unit: str = "word") -> bool:
+    """Whether a line says a clause twice (CLAUSE_UNITS[unit] units in a row occur again, case and punctuation
+    aside) where its source says no SOURCE_REPEAT_WORDS words twice: a repeat that `loops` misses because something
+    stands between the copies, or because it is longer than a loop's block."""
+    units = [key for key in (u.strip().lower().strip(CLAUSE_PUNCTUATION) for u in split_units(hypothesis, unit)) if key]
+    source_words = [w.lower() for w in WORD.findall(source)]
+    return _repeats_run(units, CLAUSE_UNITS[unit]) and not _repeats_run(source_words, SOURCE_REPEAT_WORDS)
+
+
 def describe(run: Path) -> str:
     """One line on a run's hypotheses; lengths in the target's units (Chinese: characters, OmniSTEval's and
     SimulEval's latency unit; references of Chinese speech runs have no spaces, so words would not compare)."""
@@ -48,6 +73,7 @@ def describe(run: Path) -> str:
     counts = {
         "empty": sum(not h.strip() for h in hypotheses),
         "loops": sum(loops(h, unit) for h in hypotheses),
+        "repeated clauses": sum(repeats_clause(h, s, unit) for h, s in zip(hypotheses, sources)),
         "copied source (4+ words)": sum(copies_source(h, s) for h, s in zip(hypotheses, sources)),
         "period inside a sentence": sum(bool(PERIOD_INSIDE.search(h)) and not PERIOD_INSIDE.search(s)
                                         for h, s in zip(hypotheses, sources)),

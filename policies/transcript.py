@@ -114,8 +114,9 @@ def frozen_word_count(words: Sequence[TimedWord], agreed: int, until: float, min
     """How many leading `words` (a hypothesis of the tail, times relative to it) may be frozen: only among the
     first `agreed` (which two hypotheses agree on), only words that ended by `until`, and only up to a word followed
     by at least `min_pause` seconds of silence before the next one, so the cut falls in a pause. 0 if there is none."""
-    return max((index + 1 for index in range(min(agreed, len(words) - 1))
-                if words[index].end <= until and words[index + 1].start - words[index].end >= min_pause), default=0)
+    pauses = following_pauses(words)  # None after the last word: never frozen (it may be cut off)
+    return max((index + 1 for index in range(min(agreed, len(words)))
+                if words[index].end <= until and pauses[index] is not None and pauses[index] >= min_pause), default=0)
 
 
 def pause_commit_count(words: Sequence[SourceWord], pauses: Sequence[float | None], agreed: int, min_pause: float,

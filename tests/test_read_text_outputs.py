@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.read_text_outputs import copies_source, describe, loops
+from benchmarks.read_text_outputs import copies_source, describe, loops, repeats_clause
 
 
 def offline_run(folder, target_lang, hypotheses, references, sources):
@@ -38,3 +38,18 @@ def test_english_left_inside_chinese_is_a_copy_of_the_source():
     assert copies_source("today we present our new model", source)  # a Latin target, as before
     assert not copies_source("我们present我们our new model给大家", source)  # a character breaks the run
     assert not copies_source("今天我们介绍our new model给大家", source)  # three words
+
+
+def test_a_clause_said_twice_with_words_between_is_a_repeated_clause_unless_the_source_repeats_too():
+    """Six words said again later in the line (which `loops` misses: the copies are not adjacent, or too long);
+    not when the source itself says four words twice ("on the one hand ... on the other hand" does not)."""
+    source = "we train the model on more data and it gets better results"
+    twice = "Wir trainieren das Modell mit mehr Daten, und wir trainieren das Modell mit mehr Daten besser."
+    assert repeats_clause(twice, source) and not loops(twice)
+    assert not repeats_clause("Wir trainieren das Modell mit mehr Daten und es wird besser.", source)
+    five = "Wir trainieren das Modell mit, und wir trainieren das Modell mit Daten."
+    assert not repeats_clause(five, source)  # five words: not a clause
+    assert not repeats_clause(twice, "we train the model and we train the model again")  # the source repeats
+    assert repeats_clause("我们训练了这个模型，然后我们训练了这个模型", "we trained the model and then", "char")
+    assert not repeats_clause("我们训练了这个模型，然后使用它", "we trained the model and then", "char")
+    assert not repeats_clause("das das das das das das das", source)  # overlapping copies are a loop, not this
