@@ -1,6 +1,7 @@
 """Read the hypotheses of `simulagents eval` runs, not only their scores: length against the references, empty
-lines, loops, repeated clauses, copied source runs and sentence periods inside a sentence, one line per run of an OUT folder (text
-runs: SimulEval's instances; speech runs: the output resegmented onto the reference lines by OmniSTEval).
+lines, loops, repeated clauses, copied source runs and sentence periods inside a sentence, one line per run of an
+OUT folder (text runs: SimulEval's instances; speech runs: the output resegmented onto the reference lines by
+OmniSTEval).
 
     .venv/bin/python benchmarks/read_text_outputs.py runs/eval-text-de
 """
@@ -12,6 +13,7 @@ import re
 from pathlib import Path
 
 from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
+from policies.degenerate import PUNCTUATION_KEY, comparison_key
 from policies.units import split_units, target_unit_for
 
 WORD = re.compile(r"[\w']+")
@@ -40,7 +42,6 @@ def loops(hypothesis: str, unit: str = "word") -> bool:
 
 CLAUSE_UNITS = {"word": 6, "char": 8}  # a run this long said twice in one line is a repeated clause
 SOURCE_REPEAT_WORDS = 4  # ... unless the source itself says some run of this many words twice
-CLAUSE_PUNCTUATION = ".,;:!?\"'“”„«»。，、！？：；"  # stripped from a unit's ends before units compare
 
 
 def _repeats_run(units: list[str], size: int) -> bool:
@@ -56,9 +57,9 @@ def _repeats_run(units: list[str], size: int) -> bool:
 
 def repeats_clause(hypothesis: str, source: str, unit: str = "word") -> bool:
     """Whether a line says a clause twice (CLAUSE_UNITS[unit] units in a row occur again, case and punctuation
-    aside) where its source says no SOURCE_REPEAT_WORDS words twice: a repeat that `loops` misses because something
-    stands between the copies, or because it is longer than a loop's block."""
-    units = [key for key in (u.strip().lower().strip(CLAUSE_PUNCTUATION) for u in split_units(hypothesis, unit)) if key]
+    aside, as the draft guard compares them) where its source says no SOURCE_REPEAT_WORDS words twice: a repeat that
+    `loops` misses because something stands between the copies, or because it is longer than a loop's block."""
+    units = [key for key in map(comparison_key, split_units(hypothesis, unit)) if key != PUNCTUATION_KEY]
     source_words = [w.lower() for w in WORD.findall(source)]
     return _repeats_run(units, CLAUSE_UNITS[unit]) and not _repeats_run(source_words, SOURCE_REPEAT_WORDS)
 

@@ -31,10 +31,10 @@ def line_end(text: str) -> int | None:
     return None if match is None else match.start()
 
 
-PUNCTUATION_KEY = "<punct>"  # what `_normalized` makes of a unit of punctuation alone
+PUNCTUATION_KEY = "<punct>"  # what `comparison_key` makes of a unit of punctuation alone
 
 
-def _normalized(unit: str) -> str:
+def comparison_key(unit: str) -> str:
     """A unit as a loop compares it: case and punctuation ignored ("Sie." == "sie," ; "." == "…")."""
     bare = _PUNCTUATION.sub("", unit).casefold()
     return bare if bare else PUNCTUATION_KEY
@@ -48,7 +48,7 @@ def loop_start(units: Sequence[str], unit: Unit) -> int | None:
     punctuation. The returned index is where the second copy begins: everything before it is kept (one copy).
     When several blocks fit, the one whose repetition starts earliest is taken (it cuts the most).
     """
-    keys = [_normalized(u) for u in units]
+    keys = [comparison_key(u) for u in units]
     n = len(keys)
     best: int | None = None
     for block in range(1, min(MAX_BLOCK, n // 2) + 1):
@@ -77,8 +77,8 @@ def first_loop_start(units: Sequence[str], unit: Unit) -> int | None:
 
 
 def _runs(words: Sequence[str], size: int) -> set[tuple[str, ...]]:
-    """Every `size` consecutive words of `words`, as a loop compares them (`_normalized`)."""
-    keys = [_normalized(w) for w in words]
+    """Every `size` consecutive words of `words`, as a loop compares them (`comparison_key`)."""
+    keys = [comparison_key(w) for w in words]
     return {tuple(keys[i:i + size]) for i in range(len(keys) - size + 1)}
 
 
@@ -89,7 +89,7 @@ def echo_start(units: Sequence[str], instruction_words: Sequence[str], source_wo
     """Index of the first unit where ECHO_WORDS consecutive units repeat consecutive words of the instructions
     ("German translation is: ...") that the source does not also hold (a name may be in both), or None."""
     echoes = _runs(instruction_words, ECHO_WORDS) - _runs(source_words, ECHO_WORDS)
-    keys = [_normalized(u) for u in units]
+    keys = [comparison_key(u) for u in units]
     for index in range(len(keys) - ECHO_WORDS + 1):
         if tuple(keys[index:index + ECHO_WORDS]) in echoes:
             return index
@@ -127,7 +127,7 @@ def restart_start(prefix_units: Sequence[str], draft_units: Sequence[str], unit:
     ("So warum hat der Match prefix ... So warum hat der ..."), or None. A translation of one sentence does not say
     its first words twice; a model that has lost its place does, whether or not the repetition closes a loop."""
     size = RESTART_UNITS[unit]
-    keys = [_normalized(u) for u in [*prefix_units, *draft_units]]
+    keys = [comparison_key(u) for u in [*prefix_units, *draft_units]]
     opening = keys[:size]
     if len(opening) < size or all(key == PUNCTUATION_KEY for key in opening):
         return None
@@ -164,13 +164,13 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
         return None
     opening = min(run, OPENING_COPY_WORDS)
     if not prefix_units and opening <= len(draft_units) < run and len(source_words) >= opening and [
-            _normalized(u) for u in draft_units[:opening]] == [_normalized(w) for w in source_words[:opening]] and any(
+            comparison_key(u) for u in draft_units[:opening]] == [comparison_key(w) for w in source_words[:opening]] and any(
             _lower_case(u) for u in draft_units[:opening]):
         return 0
     if len(source_words) >= run:
         source_runs = _runs(source_words, run)
         units = [*prefix_units, *draft_units]
-        keys = [_normalized(u) for u in units]
+        keys = [comparison_key(u) for u in units]
         for index in range(max(0, len(prefix_units) - run + 1), len(keys) - run + 1):
             if tuple(keys[index:index + run]) in source_runs and sum(
                     _lower_case(u) for u in units[index:index + run]) >= min(COPY_LOWER_CASE, run):
@@ -194,7 +194,7 @@ def opens_in_source_language(prefix_units: Sequence[str], draft_units: Sequence[
     no copy rule can see. Off (False) for a language pair whose function words are not listed."""
     if prefix_units or primary_language(source_lang) not in FUNCTION_WORDS or not has_function_words(target_lang):
         return False
-    keys = [_normalized(u) for u in draft_units[:OPENING_LANGUAGE_UNITS]]
+    keys = [comparison_key(u) for u in draft_units[:OPENING_LANGUAGE_UNITS]]
     source, target = language_evidence(keys, source_lang, target_lang)
     return source >= 1 and target == 0
 
@@ -202,8 +202,8 @@ def opens_in_source_language(prefix_units: Sequence[str], draft_units: Sequence[
 def matched_in_order(units: Sequence[str], words: Sequence[str]) -> list[int]:
     """Indices of `units` in a longest common subsequence with `words`, case and punctuation aside (a unit of
     punctuation alone matches nothing)."""
-    keys = [None if key == PUNCTUATION_KEY else key for key in map(_normalized, units)]
-    targets = [_normalized(w) for w in words]
+    keys = [None if key == PUNCTUATION_KEY else key for key in map(comparison_key, units)]
+    targets = [comparison_key(w) for w in words]
     # lengths[i][j]: the longest common subsequence of keys[i:] and targets[j:]
     lengths = [[0] * (len(targets) + 1) for _ in range(len(keys) + 1)]
     for i in range(len(keys) - 1, -1, -1):

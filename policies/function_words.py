@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from policies.units import CJK_LANGUAGES, is_cjk_unit_char, primary_language
 
-# Each language's commonest function words, lower case, without punctuation (as `policies.degenerate._normalized`
+# Each language's commonest function words, lower case, without punctuation (as `policies.degenerate.comparison_key`
 # writes a unit: "don't" -> "dont"). A word common in two languages is listed in both ("in", "so", "was", "a"), so
 # that it counts for neither: only a word of one language and not the other is evidence (`exclusive_words`).
 FUNCTION_WORDS: dict[str, frozenset[str]] = {
@@ -49,7 +49,7 @@ def exclusive_words(lang: str, other: str) -> frozenset[str]:
 
 
 def language_evidence(keys: Sequence[str], source_lang: str, target_lang: str) -> tuple[int, int]:
-    """(source, target): how many of `keys` (units as `_normalized` writes them) are function words of the source
+    """(source, target): how many of `keys` (units as `comparison_key` writes them) are function words of the source
     language only, and how many belong to the target only: its function words only, or, for a CJK target, any
     unit in its script."""
     source_only = exclusive_words(source_lang, target_lang)
