@@ -561,6 +561,7 @@ class CopyingSession:
     def __init__(self, tokenizer, source: list[str], opening: str, after_ban: list[str]):
         self.tokenizer, self.source, self.opening, self.after_ban = tokenizer, source, opening, after_ban
         self.banned_calls = 0
+        self.bans: list[tuple[int, ...]] = []  # the first tokens each draft may not write
 
     def reset(self):
         pass
@@ -570,6 +571,7 @@ class CopyingSession:
         text = " ".join([self.opening, *self.source[3:read]])
         if banned_first_tokens:
             self.banned_calls += 1
+            self.bans.append(tuple(banned_first_tokens))
             text = prefix + self.after_ban[self.banned_calls - 1]
         draft = scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
         assert not (banned_first_tokens and draft.tokens) or draft.tokens[0] not in banned_first_tokens
@@ -691,27 +693,44 @@ def test_a_policy_drafts_on_past_its_first_words_while_they_may_be_an_introducti
 COPIED = "So what is needed for a good generalization?".split()
 
 
-@pytest.mark.parametrize("after_ban, expected", [
-    ([" benötigt für eine gute Generalisierung?"], "So was benötigt für eine gute Generalisierung?"),
-    ([" is needed for a good generalization?"], "So was needed for a good generalization?"),  # copies again: kept
-    ([""], "So was needed for a good generalization?"),  # gives nothing: the copy is kept
+TRANSLATED = " benötigt für eine gute Generalisierung?"
+COPIES_AGAIN = " is needed for a good generalization?"
+
+
+@pytest.mark.parametrize("after_ban, retries, expected", [
+    ([TRANSLATED], 3, "So was benötigt für eine gute Generalisierung?"),
+    ([COPIES_AGAIN, TRANSLATED], 3, "So was benötigt für eine gute Generalisierung?"),  # the second retry translates
+    ([COPIES_AGAIN, TRANSLATED], 1, "So was needed for a good generalization?"),  # one retry only: the copy is kept
+    ([COPIES_AGAIN, ", needed for a good generalization?", " and needed for a good generalization?"], 3,
+     "So was needed for a good generalization?"),  # every retry copies: kept
+    ([""], 3, "So was needed for a good generalization?"),  # gives nothing: the copy is kept
+    ([TRANSLATED], 0, "So was needed for a good generalization?"),  # no retry: kept at once
 ])
-def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tiny_lm, after_ban, expected):
+def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tiny_lm, after_ban, retries, expected):
     """"So was needed for a good generalization?" (the 0.5B model, MCIF): from "needed" the draft repeats the
-    source. The final draft is made again from there with another first token; where that one copies as well, or
-    writes nothing, the copy is kept (an untranslated sentence still says more than a missing one)."""
+    source. The final draft is made again from there with another first token, up to `copy_retries` times, each
+    retry banning the first tokens of every copying draft before it ("Okay, now I'm going to talk about …", then
+    "OK, now I'm going …": eval line 135); where all copy, or one writes nothing, the copy is kept (an untranslated
+    sentence still says more than a missing one)."""
     session = CopyingSession(tiny_lm.tokenizer, COPIED, "So was", after_ban)
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60))  # only the final step drafts
-    assert " ".join(unit for e in stream(translator, COPIED) for unit in e.new_units) == expected
-    assert session.banned_calls == 1
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, copy_retries=retries))
+    assert " ".join(unit for e in stream(translator, COPIED) for unit in e.new_units) == expected  # only the final drafts
+    calls = min(retries, len(after_ban))
+    assert session.banned_calls == calls
+    first_tokens = [tiny_lm.tokenizer.encode(" needed", add_special_tokens=False)[0],
+                    *(tiny_lm.tokenizer.encode(text, add_special_tokens=False)[0] for text in after_ban[:calls - 1])]
+    assert session.bans == [tuple(first_tokens[:n + 1]) for n in range(calls)]  # each retry bans every copy's opening
+    copying_retries = sum("needed" in text for text in after_ban[:calls])
     stats = translator.stats
-    assert (stats.final_copied, stats.final_retries, stats.final_retries_copied) == (1, 1, int("needed" in after_ban[0]))
+    assert (stats.final_copied, stats.final_retries, stats.final_retries_copied) == (1, calls, copying_retries)
     off = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, copy_guard_words=0))
     assert " ".join(unit for e in stream(off, COPIED) for unit in e.new_units) == " ".join(["So was", *COPIED[3:]])
-    assert session.banned_calls == 1 and off.stats.final_copied == 0
+    assert session.banned_calls == calls and off.stats.final_copied == 0
     with pytest.raises(ConfigError, match="copy_guard_words must be >= 0"):
         build_config(WaitkConfig, {"copy_guard_words": -1})
+    with pytest.raises(ConfigError, match="copy_retries must be >= 0"):
+        build_config(WaitkConfig, {"copy_retries": -1})
 
 
 def test_a_live_step_commits_nothing_from_where_its_draft_copies_the_source(tiny_lm):

@@ -35,12 +35,15 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
     final_retries: int = knob(1, "times a final draft cut where it stopped being a translation (a loop, a restart, "
                                  "an echo, a foreign script) is drafted again after what it kept, with another first "
                                  "token than the cut part's; 0: the translation ends at the cut")
+    copy_retries: int = knob(3, "times a final draft that copies the source is made again from the copy, each time "
+                                "with every first token a copying draft of it began with banned (\"Okay, now I'm "
+                                "going\" -> \"OK, now I'm going\" -> a translation); the copy is kept if every "
+                                "one copies; 0: kept at once")
     copy_guard_words: int = knob(4, "a run of this many draft words repeating source words in order (two of them in "
                                     "lower case) is a copy, not a translation: a live step commits nothing from "
-                                    "it, a final draft is made again from it with another first token (kept "
-                                    "only if it copies no more); nor does a live step commit a segment's draft "
-                                    "that opens in the source language (its function words, not the target's); "
-                                    "0: off")
+                                    "it, a final draft is made again from it (`copy_retries`); nor does a live "
+                                    "step commit a segment's draft that opens in the source language (its "
+                                    "function words, not the target's); 0: off")
     policy_log: str = knob("", "append the policy's statistics (live steps, gate fired, tokens withheld, degenerate "
                                "drafts) as one JSON line per finished segment to this file; empty: off")
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
@@ -58,6 +61,8 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
             raise ConfigError("max_new_tokens and final_max_new_tokens must be >= 1")
         if self.final_retries < 0:
             raise ConfigError(f"final_retries must be >= 0, got {self.final_retries}")
+        if self.copy_retries < 0:
+            raise ConfigError(f"copy_retries must be >= 0, got {self.copy_retries}")
         if self.copy_guard_words < 0:
             raise ConfigError(f"copy_guard_words must be >= 0 (0 turns the guard off), got {self.copy_guard_words}")
         if not self.final_budget_ratio > 0 or self.final_budget_slack < 0:

@@ -314,7 +314,7 @@ class LLMTranslator(StreamingTranslator):
         if final and copied is not None:
             committed = committed[:copied] + self._retry_copy(source, target_prefix, draft, committed, copied, budget)
         elif final:
-            committed += self._retry_final(source, target_prefix, draft, committed, cut, budget)
+            committed += self._retry_final(source, target_prefix, draft, committed, cut, budget)[0]
         elif copied is not None:
             committed = committed[:copied]
         if final and self.segment_preamble:
@@ -340,26 +340,36 @@ class LLMTranslator(StreamingTranslator):
     def _retry_copy(self, source: list[str], target_prefix: str, draft: Draft, committed: str, copied: int,
                     budget: int) -> str:
         """The rest of a final translation whose draft began copying the source at `committed[copied:]`: drafted
-        again from there (`_retry_final`), or the copy itself where the new draft copies too or gives nothing (an
-        untranslated sentence still says more than a missing one). "So was | needed for a good generalization?"
-        becomes "So was | benötigt für eine gute Generalisierung."."""
+        again from there (`_retry_final`) up to `copy_retries` times, each time with every first token a copying
+        draft of it began with banned, until one copies no more; else the copy itself (where every retry copies or
+        one gives nothing: an untranslated sentence still says more than a missing one). "So was | needed for a good
+        generalization?" becomes "So was | benötigt für eine gute Generalisierung."; "Okay, now I'm going to talk
+        about …" and "OK, now I'm going to talk about …" are banned before "Ja, jetzt werde ich …"."""
         kept = committed[:copied]
-        retried = self._retry_final(source, target_prefix, draft, kept, COPY, budget)
         prefix_units = [*self.segment_units, *split_units(kept, self.target_unit, continues=bool(self.segment_units))]
-        if retried.strip() and self._copy_length(retried, prefix_units) is None:
-            return retried
+        banned: list[int] = []
+        for _ in range(self.config.copy_retries):
+            retried, first_token = self._retry_final(source, target_prefix, draft, kept, COPY, budget, banned)
+            if not retried.strip() or first_token is None:
+                break
+            if self._copy_length(retried, prefix_units) is None:
+                return retried
+            banned.append(first_token)
         return committed[copied:]
 
     def _retry_final(self, source: list[str], target_prefix: str, draft: Draft, kept: str, cut: str,
-                     budget: int) -> str:
+                     budget: int, banned_first_tokens: Sequence[int] = ()) -> tuple[str, int | None]:
         """The rest of a final translation that a degenerate cut ended (a loop, a restart, an echo, a foreign
         script: `policies.degenerate.DEGENERATE_CUTS`) or a copy of the source began (`_retry_copy`), or "": drafted
-        again after the text the draft `kept`, with any first token but the one its cut part began with, within what
-        is left of the final `budget`; up to `final_retries` times. Without it, "... die Bedeutung des Codes für die, die, die" loses the rest of
-        the sentence ("whether to emit or not a partial translation ...")."""
+        again after the text the draft `kept`, with any first token but the one its cut part began with (nor
+        `banned_first_tokens`), within what is left of the final `budget`; a degenerate cut up to `final_retries`
+        times, a copy once (`_retry_copy` repeats it). Also the first token of the first retry's draft (None if there
+        was none). Without it, "... die Bedeutung des Codes für die, die, die" loses the rest of the sentence
+        ("whether to emit or not a partial translation ...")."""
         prefix_units = list(self.segment_units)
-        rest = ""
-        for _ in range(self.config.final_retries):
+        rest, first_token = "", None
+        retries = 1 if cut == COPY else self.config.final_retries  # a copying retry's own degenerate cut ends it
+        for attempt in range(retries):
             if cut not in (*DEGENERATE_CUTS, COPY):  # most finals: nothing to decode again
                 break
             # The retry continues right after the kept text, so the token to ban is the one that followed it (not the
@@ -371,9 +381,12 @@ class LLMTranslator(StreamingTranslator):
             prefix_units += split_units(kept, self.target_unit, continues=bool(prefix_units))
             target_prefix += kept
             prompt = self.prompts.build(source, target_prefix, map_source=False)
+            banned = (draft.tokens[kept_tokens], *(banned_first_tokens if attempt == 0 else ()))
             draft = self.session.draft(prompt.token_ids, budget, capture=False,
                                        stop=lambda d: self._translation_over(d, prefix_units),
-                                       banned_first_tokens=(draft.tokens[kept_tokens],))
+                                       banned_first_tokens=banned)
+            if attempt == 0:
+                first_token = draft.tokens[0] if draft.tokens else None
             draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "")
             usable, cut = self._usable_length(draft_text, prefix_units)
             kept = draft_text[:committable_prefix_length(draft_text[:usable], "", self.target_unit)]
@@ -381,7 +394,7 @@ class LLMTranslator(StreamingTranslator):
             self._record(Step(prompt, draft, draft_text, kept, len(source), final=True, cut=cut, retry=True,
                               copied=copied))
             rest += kept
-        return rest
+        return rest, first_token
 
     def _decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
