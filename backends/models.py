@@ -30,8 +30,8 @@ from backends.sources import (
     cache_dir,
     concatenate_parts,
     import_part_package,
+    install_directory,
     local_snapshot,
-    replace_directory,
     staged_directory,
 )
 
@@ -389,9 +389,9 @@ def _convert_gguf(gguf_path: Path, out_dir: Path, source: dict) -> Path:
         tokenizer.save_pretrained(staging)
         _check_chat_template_survived(tokenizer, staging, gguf_path)
         (staging / SOURCE_MARKER).write_text(json.dumps(source, indent=2))
-        if _is_converted(out_dir, source):  # a concurrent run finished the same conversion first
-            return out_dir
-        replace_directory(staging, out_dir)  # an older conversion of another version of the source goes whole
+        # A concurrent run that finished the same conversion first keeps its copy; an older conversion of another
+        # version of the source goes whole.
+        install_directory(staging, out_dir, lambda built: _is_converted(built, source))
     return out_dir
 
 

@@ -4,12 +4,13 @@ Nothing here downloads."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import importlib
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 CACHE_ENV_VAR = "SIMULAGENTS_CACHE"
@@ -40,7 +41,7 @@ def atomic_file(target: Path) -> Iterator:
 
 @contextlib.contextmanager
 def staged_directory(target: Path) -> Iterator[Path]:
-    """A fresh directory next to `target` to build it in; the caller moves it into place (`replace_directory`)
+    """A fresh directory next to `target` to build it in; the caller moves it into place (`install_directory`)
     before the block ends, or it is removed."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = staging_path(target)
@@ -51,11 +52,47 @@ def staged_directory(target: Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def replace_directory(staging: Path, target: Path) -> None:
-    """Move the built `staging` to `target`, replacing an older `target` whole."""
-    if target.exists():
-        shutil.rmtree(target)
-    staging.rename(target)
+def install_directory(staging: Path, target: Path, is_complete: Callable[[Path], bool]) -> None:
+    """Move the built `staging` to `target`, unless `is_complete(target)` already holds: another process built
+    the same first, and its copy, which it may be reading, stays (`staging` is dropped by `staged_directory`). An
+    older `target` (another version of the source) is replaced whole; processes replacing it at once take turns on
+    a lock file beside it, so none deletes a copy another has just put in place. Every move is one rename: a
+    reader sees the old directory, none, or the new one, never a part. Two evaluations started at once on a fresh
+    machine both assemble the embedded Whisper; the second's rename used to fail ("Directory not empty")."""
+    if is_complete(target):
+        return
+    try:
+        staging.rename(target)  # atomic, and refused where a directory with files is already there
+        return
+    except OSError as error:
+        if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
+    with _directory_lock(target):
+        if is_complete(target):  # the process that finished first
+            return
+        if target.exists():
+            aside = staging_path(target)
+            target.rename(aside)
+            shutil.rmtree(aside, ignore_errors=True)
+        try:
+            staging.rename(target)
+        except OSError as error:  # a process outside the lock renamed its copy in after the old one went
+            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not is_complete(target):
+                raise
+
+
+@contextlib.contextmanager
+def _directory_lock(target: Path) -> Iterator[None]:
+    """An exclusive lock on the hidden file `.NAME.lock` beside `target`, held while the block runs (POSIX flock;
+    the file stays, empty)."""
+    import fcntl
+
+    with (target.parent / f".{target.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def concatenate_parts(parts: list[Path], target: Path, size: int, sha256: str) -> None:

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backends.sources import staged_directory
+from backends.sources import install_directory, staged_directory
 from common import datasets
 from common.audio import check_audio_file, wav_list_paths
 from common.synthetic_speech import read_segments, synthesize_long_form
@@ -156,14 +156,10 @@ def mcif_speech_set(target_lang: str, split: datasets.Split, cache: Path, max_ta
     directory = cache / f"mcif-{split}-{len({l.talk for l in lines})}talks-{stamp}"
     if not (directory / "audio-segments.yaml").is_file():
         # Built in a staging folder of its own: two evaluations started at once both build the set, the first to
-        # finish renames it into place, the other's identical copy is dropped.
+        # finish moves it into place, the other's identical copy is dropped.
         with staged_directory(directory) as staging:
             synthesize_long_form(sources, segments, staging, progress=progress)
-            try:
-                staging.rename(directory)
-            except OSError:
-                if not (directory / "audio-segments.yaml").is_file():
-                    raise
+            install_directory(staging, directory, lambda built: (built / "audio-segments.yaml").is_file())
     references = tuple(" ".join(l.reference.split()) for l in lines)
     return EvalSet(f"mcif-{split}", "en", target_lang, references, tuple(sources), directory / "wavs.txt",
                    directory / "audio-segments.yaml", tuple(read_segments(directory / "audio-segments.yaml")))

@@ -12,7 +12,7 @@ import numpy as np
 from backends.asr import DEFAULT_WHISPER_THREADS, WHISPER_WINDOWS
 from backends.asr.base import (SAMPLE_RATE, RecognizerError, SpeechRecognizer, merge_word_pieces,
                                new_tokens_after_prefix)
-from backends.sources import cache_dir, concatenate_parts, import_part_package, replace_directory, staged_directory
+from backends.sources import cache_dir, concatenate_parts, import_part_package, install_directory, staged_directory
 from common.stream import TimedWord
 
 EMBEDDED_WHISPER = "embedded"
@@ -61,8 +61,7 @@ def embedded_whisper_dir() -> Path:
             shutil.copy(parts[0] / name, staging / name)
         (staging / "simulagents-source.json").write_text(json.dumps({"parts": EMBEDDED_WHISPER_PARTS,
                                                                       "sha256": EMBEDDED_WHISPER_SHA256}))
-        if not marker.is_file():  # else another process assembled it first
-            replace_directory(staging, target)
+        install_directory(staging, target, lambda built: (built / "simulagents-source.json").is_file())
     return target
 
 
