@@ -108,10 +108,10 @@ class PolicyStats:
     gate_stopped_tokens: draft tokens withheld by it;
     degenerate: drafts cut by the DraftGuard because they stopped being a translation; line_breaks: drafts that
     ended their line (the guard cuts them there too, but that is how a one-line translation ends); skipped: steps
-    whose source could not be mapped; final_retries: final drafts made again after a degenerate cut (counted apart
-    from final_steps), final_retries_degenerate: those cut as degenerate again; copied, final_copied and
-    final_retries_copied: live drafts, final drafts and retries that copied the source (a final draft keeps its copy
-    where its retry copies too); preambles: segments whose translation opened with an introduction of the model's
+    whose source could not be mapped; final_retries: final drafts made again after a degenerate cut or a copy
+    (counted apart from final_steps), final_retries_degenerate: those cut as degenerate again; copied, final_copied
+    and final_retries_copied: live drafts, final drafts and retries that copied the source (a final draft keeps its
+    copy where every retry copies too); preambles: segments whose translation opened with an introduction of the model's
     own ('Die Übersetzung auf Deutsch lautet: "').
     """
 
