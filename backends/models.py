@@ -27,6 +27,7 @@ from transformers import (
 )
 
 from backends.sources import (
+    SOURCE_MARKER,
     cache_dir,
     concatenate_parts,
     import_part_package,
@@ -82,7 +83,7 @@ def embedded_spec(spec: str) -> str:
     model = embedded_model(spec)
     return model.spec if model else spec
 
-SOURCE_MARKER = "simulagents-source.json"  # written last into a converted directory: what it was converted from
+
 HF_REPO_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # "int8": float32 weights loaded, then every Linear quantized to int8 with dynamic (per-batch) activation scales.

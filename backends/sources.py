@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 CACHE_ENV_VAR = "SIMULAGENTS_CACHE"
+# Written last into a directory the cache builds (a converted model, the assembled Whisper): what it was built from;
+# its presence means the directory is whole.
+SOURCE_MARKER = "simulagents-source.json"
 
 
 def cache_dir() -> Path:

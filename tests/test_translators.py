@@ -715,7 +715,8 @@ def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tin
     session = CopyingSession(tiny_lm.tokenizer, COPIED, "So was", after_ban)
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, copy_retries=retries))
-    assert " ".join(unit for e in stream(translator, COPIED) for unit in e.new_units) == expected  # only the final drafts
+    # k=100: only the final step drafts
+    assert " ".join(unit for e in stream(translator, COPIED) for unit in e.new_units) == expected
     calls = min(retries, len(after_ban))
     assert session.banned_calls == calls
     first_tokens = [tiny_lm.tokenizer.encode(" needed", add_special_tokens=False)[0],

@@ -154,12 +154,16 @@ def mcif_speech_set(target_lang: str, split: datasets.Split, cache: Path, max_ta
     sources = [" ".join(l.source.split()) for l in lines]
     stamp = hashlib.sha256(json.dumps([sources, segments]).encode()).hexdigest()[:16]
     directory = cache / f"mcif-{split}-{len({l.talk for l in lines})}talks-{stamp}"
-    if not (directory / "audio-segments.yaml").is_file():
+
+    def is_built(built: Path) -> bool:  # the segment list is written last
+        return (built / "audio-segments.yaml").is_file()
+
+    if not is_built(directory):
         # Built in a staging folder of its own: two evaluations started at once both build the set, the first to
         # finish moves it into place, the other's identical copy is dropped.
         with staged_directory(directory) as staging:
             synthesize_long_form(sources, segments, staging, progress=progress)
-            install_directory(staging, directory, lambda built: (built / "audio-segments.yaml").is_file())
+            install_directory(staging, directory, is_built)
     references = tuple(" ".join(l.reference.split()) for l in lines)
     return EvalSet(f"mcif-{split}", "en", target_lang, references, tuple(sources), directory / "wavs.txt",
                    directory / "audio-segments.yaml", tuple(read_segments(directory / "audio-segments.yaml")))

@@ -12,7 +12,8 @@ import numpy as np
 from backends.asr import DEFAULT_WHISPER_THREADS, WHISPER_WINDOWS
 from backends.asr.base import (SAMPLE_RATE, RecognizerError, SpeechRecognizer, merge_word_pieces,
                                new_tokens_after_prefix)
-from backends.sources import cache_dir, concatenate_parts, import_part_package, install_directory, staged_directory
+from backends.sources import (SOURCE_MARKER, cache_dir, concatenate_parts, import_part_package, install_directory,
+                              staged_directory)
 from common.stream import TimedWord
 
 EMBEDDED_WHISPER = "embedded"
@@ -43,8 +44,7 @@ def whisper_cache_dir() -> Path:
 def embedded_whisper_dir() -> Path:
     """The embedded Whisper base as a faster-whisper directory, assembled from the PyPI parts on first use."""
     target = whisper_cache_dir()
-    marker = target / "simulagents-source.json"
-    if marker.is_file():
+    if _is_assembled(target):
         return target
     parts = []
     for module_name in EMBEDDED_WHISPER_PARTS:
@@ -59,10 +59,14 @@ def embedded_whisper_dir() -> Path:
                                   f"are incomplete or corrupt ({error}); reinstall them: {WHISPER_INSTALL_HINT}") from None
         for name in EMBEDDED_WHISPER_FILES:
             shutil.copy(parts[0] / name, staging / name)
-        (staging / "simulagents-source.json").write_text(json.dumps({"parts": EMBEDDED_WHISPER_PARTS,
-                                                                      "sha256": EMBEDDED_WHISPER_SHA256}))
-        install_directory(staging, target, lambda built: (built / "simulagents-source.json").is_file())
+        (staging / SOURCE_MARKER).write_text(json.dumps({"parts": EMBEDDED_WHISPER_PARTS,
+                                                          "sha256": EMBEDDED_WHISPER_SHA256}))
+        install_directory(staging, target, _is_assembled)
     return target
+
+
+def _is_assembled(directory: Path) -> bool:
+    return (directory / SOURCE_MARKER).is_file()
 
 
 def resolve_whisper_model(spec: str) -> Path:
