@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from dataclasses import dataclass, field
 
-from policies.function_words import FUNCTION_WORDS, has_function_words, language_evidence
+from policies.function_words import FUNCTION_WORDS, exclusive_words, has_function_words, language_evidence
 from policies.units import Unit, is_cjk_unit_char, primary_language, split_units, units_prefix_length
 
 # A loop of a block of m units needs this many copies in a row before it is cut: one-unit and two-unit repeats
@@ -199,6 +199,52 @@ def opens_in_source_language(prefix_units: Sequence[str], draft_units: Sequence[
     return source >= 1 and target == 0
 
 
+LANGUAGE_TURN_UNITS = 5  # a draft turns into the source language where this many consecutive units say so
+
+
+def quoted_units(units: Sequence[str]) -> list[bool]:
+    """For each unit, whether it stands inside a quotation: from a unit that opens with one of OPENING_QUOTES to
+    the unit that ends with one of CLOSING_QUOTES (punctuation after it aside), both included. A title a
+    translation keeps in the source language stands there ('die Arbeit „Prompting PaLM for Translation“')."""
+    inside, quoted = False, []
+    for unit in units:
+        inside = inside or unit[:1] in OPENING_QUOTES
+        quoted.append(inside)
+        if inside and len(unit) > 1 and unit.rstrip(".,;:!?")[-1:] in CLOSING_QUOTES:
+            inside = False
+    return quoted
+
+
+def language_turn_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_lang: str, target_lang: str,
+                        min_source_words: int) -> int | None:
+    """Index, in `draft_units`, where the target (committed `prefix_units` + draft) turns into the source language:
+    the first source-language function word of the first LANGUAGE_TURN_UNITS consecutive units that hold at least
+    `min_source_words` function words of the source language only, none of the target's
+    (`policies.function_words.language_evidence`), a lower-case word that is no function word (a name or a title
+    is capitalised: "University of Science and Technology of China") and no quoted unit (`quoted_units`); None
+    where it never does, or `min_source_words` < 1, or the pair's function words are not listed. A turn that
+    begins in the prefix is reported at the draft's first unit. The model goes on in the source language after a
+    translated start ("Zweite, wir | aim to investigate the ..."), which a copy rule misses where the words are
+    the model's own."""
+    if min_source_words < 1 or primary_language(source_lang) not in FUNCTION_WORDS or not has_function_words(
+            target_lang):
+        return None
+    units = [*prefix_units, *draft_units]
+    keys = [comparison_key(u) for u in units]
+    quoted = quoted_units(units)
+    listed = FUNCTION_WORDS[primary_language(source_lang)] | FUNCTION_WORDS.get(primary_language(target_lang),
+                                                                                frozenset())
+    source_only = exclusive_words(source_lang, target_lang)
+    for index in range(max(0, len(prefix_units) - LANGUAGE_TURN_UNITS + 1), len(units)):
+        window = range(index, min(len(units), index + LANGUAGE_TURN_UNITS))  # shorter at the end: a live draft's
+        source, target = language_evidence([keys[i] for i in window], source_lang, target_lang)
+        if source >= min_source_words and target == 0 and not any(quoted[i] for i in window) and any(
+                _lower_case(units[i]) and keys[i] not in listed for i in window):
+            turn = next(i for i in window if keys[i] in source_only)
+            return max(0, turn - len(prefix_units))
+    return None
+
+
 def matched_in_order(units: Sequence[str], words: Sequence[str]) -> list[int]:
     """Indices of `units` in a longest common subsequence with `words`, case and punctuation aside (a unit of
     punctuation alone matches nothing)."""
@@ -306,6 +352,7 @@ class DraftGuard:
     instruction_words: tuple[str, ...] = field(default=())  # the prompt's system and instruction text, as words
     copy_run: int = 0  # `copy_length`: this many consecutive source words repeated in the draft are a copy; 0: off
     source_lang: str = ""  # `opens_in_source_language`: the language a segment's draft must not open in
+    turn_words: int = 0  # `copy_length`: a draft that turns into `source_lang` (`language_turn_start`) copies; 0: off
 
     def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = ()
                       ) -> tuple[int, str]:
@@ -332,10 +379,14 @@ class DraftGuard:
 
     def copy_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str]) -> int | None:
         """Length of the part of `draft_text` (the continuation of `prefix_units`) before it starts copying
-        `source_words` (`copy_start` with `copy_run` words), or None where it does not."""
+        `source_words` (`copy_start` with `copy_run` words) or turns into the source language
+        (`language_turn_start` with `turn_words` words), or None where it does neither."""
         units = split_units(draft_text, self.unit)
-        start = copy_start(prefix_units, units, source_words, self.copy_run)
-        return None if start is None else units_prefix_length(draft_text, self.unit, start)
+        starts = [start for start in (copy_start(prefix_units, units, source_words, self.copy_run),
+                                      language_turn_start(prefix_units, units, self.source_lang, self.target_lang,
+                                                          self.turn_words))
+                  if start is not None]
+        return units_prefix_length(draft_text, self.unit, min(starts)) if starts else None
 
     def opens_in_source_language(self, prefix_units: Sequence[str], draft_text: str) -> bool:
         """Whether `draft_text`, a segment's draft with nothing committed yet (`prefix_units` empty), opens in

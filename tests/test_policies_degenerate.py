@@ -20,13 +20,15 @@ from policies.degenerate import (
     final_budget,
     first_loop_start,
     foreign_script_start,
+    language_turn_start,
     line_end,
     loop_start,
     matched_in_order,
     opens_in_source_language,
+    quoted_units,
     restart_start,
 )
-from policies.units import split_units, target_unit_for
+from policies.units import split_units, target_unit_for, units_prefix_length
 
 
 def test_line_end():
@@ -259,6 +261,71 @@ def test_the_function_words_tell_mcif_references_from_their_sources(shared_data)
         sources = sum(opens_in_source_language([], split_units(line.source, unit), "en", target_lang)
                       for line in lines)
         assert len(lines) > 150 and references <= 2 and sources >= 0.97 * len(lines), (target_lang, references,
+                                                                                        sources)
+
+
+@pytest.mark.parametrize("source_lang, target_lang, prefix, draft, turn", [
+    # eval lines that stayed English after a German start (AlignAtt, 2 s preset, 2026-12-02)
+    ("en", "de", "", "Wir addressed the problem of the", "the problem of the"),
+    ("en", "de", "Zweite, wir aim", "to investigate the problem", "to investigate the problem"),
+    ("en", "de", "", "So, instead of doing that, we turn to", "of doing that, we turn to"),
+    ("en", "de", "", "Wir gehen von der Frage aus, was", None),  # German: "was" and "aus" are not English only
+    ("en", "de", "", "von der University of Science and Technology of China.", None),  # a name: capitalised
+    ("en", "de", "", "ist State of the Art.", None),
+    ("en", "de", "", 'die Arbeit „Are you copying my model?“ vor', None),  # a quoted title
+    ("en", "de", "", "das Lied Easy on Me von Adele", None),
+    ("en", "de", "", "the problem", None),  # one source-only function word
+    ("en", "de", "Wir betrachten the", "problem of", "problem of"),  # the turn began in the prefix: reported at the draft's start
+    ("en", "it", "", "Il modello is trained on the data", "is trained on the data"),
+    ("en", "zh", "", "我们 will look at the data", "will look at the data"),
+    ("cs", "en", "", "We show that je to velmi důležité", "je to velmi důležité"),
+    ("en", "fr", "", "Nous avons the problem of the", None),  # a pair whose function words are not listed: off
+])
+def test_a_draft_that_turns_into_the_source_language(source_lang, target_lang, prefix, draft, turn):
+    unit = target_unit_for(target_lang)
+    prefix_units, units = split_units(prefix, unit), split_units(draft, unit, continues=bool(prefix))
+    start = language_turn_start(prefix_units, units, source_lang, target_lang, 2)
+    assert (None if start is None else draft[units_prefix_length(draft, unit, start):].strip()) == turn
+    assert language_turn_start(prefix_units, units, source_lang, target_lang, 0) is None  # off
+
+
+def test_a_turn_needs_as_many_source_words_as_asked():
+    units = "Wir addressed the problem".split()
+    assert language_turn_start([], units, "en", "de", 1) == 2  # "the": one
+    assert language_turn_start([], units, "en", "de", 2) is None
+    assert language_turn_start([], [*units, "of", "the"], "en", "de", 3) == 2
+
+
+def test_quoted_units_run_from_an_opening_to_a_closing_quotation_mark():
+    units = 'Die Arbeit „Are you copying my model?“ kurz, "When Does" es'.split()
+    assert [u for u, q in zip(units, quoted_units(units)) if q] == ["„Are", "you", "copying", "my", "model?“",
+                                                                     '"When', 'Does"']
+
+
+def test_the_guard_counts_a_turn_into_the_source_language_as_a_copy():
+    guard = DraftGuard("word", "de", copy_run=4, source_lang="en", turn_words=2)
+    source = "We tackled the issue of context in translation.".split()  # no copy: the words are the model's
+    draft = "Wir addressed the problem of"
+    assert draft[:guard.copy_length([], draft, source)] == "Wir addressed"  # a copy from "the"
+    assert DraftGuard("word", "de", copy_run=4, source_lang="en").copy_length([], draft, source) is None  # off
+    assert guard.copy_length([], "Wir haben das Problem des Kontexts", source) is None
+
+
+def test_a_turn_is_rare_in_mcif_references_and_common_in_their_sources(shared_data):
+    """The threshold's calibration (`language_turn_words` 2, chosen on the calibration talks: it flags the most
+    English sources less references; 3 flags no reference but a third fewer sources): each line read whole as a
+    draft, a reference turns into English only in a title whose quotation opened on the line before, and nearly
+    every English source line holds a turn."""
+    from common.datasets import load_mcif, mcif_split
+
+    for target_lang in ("de", "it", "zh"):
+        lines = mcif_split(load_mcif(shared_data, target_lang), "calibration")
+        unit = target_unit_for(target_lang)
+        references = sum(language_turn_start([], split_units(line.reference, unit), "en", target_lang, 2) is not None
+                         for line in lines)
+        sources = sum(language_turn_start([], split_units(line.source, unit), "en", target_lang, 2) is not None
+                      for line in lines)
+        assert len(lines) > 150 and references <= 2 and sources >= 0.85 * len(lines), (target_lang, references,
                                                                                         sources)
 
 

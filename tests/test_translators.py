@@ -752,6 +752,35 @@ def test_a_live_step_commits_nothing_from_where_its_draft_copies_the_source(tiny
     assert list(emissions[-1].new_units) == ["eine", "gute", "Generalisierung?"]
 
 
+TURNING = "Second, we will investigate the problem of context.".split()
+
+
+@pytest.mark.parametrize("turn_words, expected", [
+    (2, "Zweitens, wir investigate the Problem des Kontexts."),
+    (0, "Zweitens, wir investigate the problem of context."),  # off: the English goes out
+])
+def test_a_draft_that_turns_into_the_source_language_is_held_and_made_again(tiny_lm, turn_words, expected):
+    """"Zweite, wir aim to investigate the ..." (AlignAtt, eval split): the draft goes on in English in words of its
+    own, which no run of source words shows (the copy rule is off here to make sure of that). From its first
+    English-only function word on no live step commits it once a second one shows (`DraftGuard.copy_length`,
+    `language_turn_words` 2: "the" went out before "of" was drafted), and the final draft is made again from
+    there with its first token banned, as a copy is."""
+    session = CopyingSession(tiny_lm.tokenizer, TURNING, "Zweitens, wir", [" Problem des Kontexts."])
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=0, language_turn_words=turn_words)
+    translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
+    translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+        (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    emissions = stream(translator, TURNING)
+    assert " ".join(u for e in emissions for u in e.new_units) == expected
+    live = [u for e in emissions[:-1] for u in e.new_units]
+    assert live == ["Zweitens,", "wir", "investigate", "the", *([] if turn_words else ["problem", "of"])]
+    assert any(step.copied for step in translator.steps if not step.final) is bool(turn_words)
+    assert (translator.stats.final_copied, session.banned_calls) == ((1, 1) if turn_words else (0, 0))
+    with pytest.raises(ConfigError, match="language_turn_words must be >= 0"):
+        build_config(AlignAttConfig, {"language_turn_words": -1})
+
+
 class SourceLanguageSession:
     """Stands in for a model session (a fake: it writes English on purpose, as the 0.5B model did for `make demo`'s
     misheard first chunk on an AVX2-only CPU): with nothing of the segment's translation in its prompt and n read
@@ -790,7 +819,8 @@ def test_no_live_step_commits_a_draft_that_opens_in_the_source_language(tiny_lm,
         session = SourceLanguageSession(tiny_lm.tokenizer, source, english,
                                         "Guten Morgen allerseits, danke fürs Kommen.", english_until)
         lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-        config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=copy_guard_words)
+        config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=copy_guard_words,
+                                language_turn_words=0)  # the rule for a turn later in the draft: tested below
         translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
         translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
             (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)

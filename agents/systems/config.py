@@ -44,6 +44,10 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
                                     "it, a final draft is made again from it (`copy_retries`); nor does a live "
                                     "step commit a segment's draft that opens in the source language (its "
                                     "function words, not the target's); 0: off")
+    language_turn_words: int = knob(3, "a draft that turns into the source language, this many of its function "
+                                       "words and none of the target's in five units, copies like a run of source "
+                                       "words (`copy_guard_words`): \"Zweite, wir | aim to investigate the\"; "
+                                       "titles in quotes and capitalised names aside; 0: off")
     policy_log: str = knob("", "append the policy's statistics (live steps, gate fired, tokens withheld, degenerate "
                                "drafts) as one JSON line per finished segment to this file; empty: off")
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
@@ -63,6 +67,9 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
             raise ConfigError(f"final_retries must be >= 0, got {self.final_retries}")
         if self.copy_retries < 0:
             raise ConfigError(f"copy_retries must be >= 0, got {self.copy_retries}")
+        if self.language_turn_words < 0:
+            raise ConfigError(f"language_turn_words must be >= 0 (0 turns the rule off), got "
+                              f"{self.language_turn_words}")
         if self.copy_guard_words < 0:
             raise ConfigError(f"copy_guard_words must be >= 0 (0 turns the guard off), got {self.copy_guard_words}")
         if not self.final_budget_ratio > 0 or self.final_budget_slack < 0:

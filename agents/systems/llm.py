@@ -181,7 +181,7 @@ class LLMTranslator(StreamingTranslator):
                                            language_name(config.source_lang), language_name(config.target_lang),
                                            config.target_lang)
         self.guard = DraftGuard(self.target_unit, config.target_lang, prompt_words_to_avoid, config.copy_guard_words,
-                                config.source_lang)
+                                config.source_lang, config.language_turn_words)
         self.session = lm.session(heads)
         self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
