@@ -755,16 +755,18 @@ def test_a_live_step_commits_nothing_from_where_its_draft_copies_the_source(tiny
 TURNING = "Second, we will investigate the problem of context.".split()
 
 
-@pytest.mark.parametrize("turn_words, expected", [
-    (2, "Zweitens, wir investigate the Problem des Kontexts."),
-    (0, "Zweitens, wir investigate the problem of context."),  # off: the English goes out
+@pytest.mark.parametrize("turn_words, expected, live_english", [
+    (1, "Zweitens, wir investigate Problem des Kontexts.", []),  # the default: held from "the"
+    (2, "Zweitens, wir investigate the Problem des Kontexts.", ["the"]),  # "the" out before "of" was drafted
+    (0, "Zweitens, wir investigate the problem of context.", ["the", "problem", "of"]),  # off: the English goes out
 ])
-def test_a_draft_that_turns_into_the_source_language_is_held_and_made_again(tiny_lm, turn_words, expected):
+def test_a_draft_that_turns_into_the_source_language_is_held_and_made_again(tiny_lm, turn_words, expected,
+                                                                             live_english):
     """"Zweite, wir aim to investigate the ..." (AlignAtt, eval split): the draft goes on in English in words of its
     own, which no run of source words shows (the copy rule is off here to make sure of that). From its first
-    English-only function word on no live step commits it once a second one shows (`DraftGuard.copy_length`,
-    `language_turn_words` 2: "the" went out before "of" was drafted), and the final draft is made again from
-    there with its first token banned, as a copy is."""
+    English-only function word on no live step commits it once `language_turn_words` of them show
+    (`DraftGuard.copy_length`), and the final draft is made again from there with its first token banned, as a
+    copy is."""
     session = CopyingSession(tiny_lm.tokenizer, TURNING, "Zweitens, wir", [" Problem des Kontexts."])
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=0, language_turn_words=turn_words)
@@ -774,7 +776,7 @@ def test_a_draft_that_turns_into_the_source_language_is_held_and_made_again(tiny
     emissions = stream(translator, TURNING)
     assert " ".join(u for e in emissions for u in e.new_units) == expected
     live = [u for e in emissions[:-1] for u in e.new_units]
-    assert live == ["Zweitens,", "wir", "investigate", "the", *([] if turn_words else ["problem", "of"])]
+    assert live == ["Zweitens,", "wir", "investigate", *live_english]
     assert any(step.copied for step in translator.steps if not step.final) is bool(turn_words)
     assert (translator.stats.final_copied, session.banned_calls) == ((1, 1) if turn_words else (0, 0))
     with pytest.raises(ConfigError, match="language_turn_words must be >= 0"):

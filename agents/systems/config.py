@@ -44,7 +44,7 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
                                     "it, a final draft is made again from it (`copy_retries`); nor does a live "
                                     "step commit a segment's draft that opens in the source language (its "
                                     "function words, not the target's); 0: off")
-    language_turn_words: int = knob(3, "a draft that turns into the source language, this many of its function "
+    language_turn_words: int = knob(1, "a draft that turns into the source language, this many of its function "
                                        "words and none of the target's in five units, copies like a run of source "
                                        "words (`copy_guard_words`): \"Zweite, wir | aim to investigate the\"; "
                                        "titles in quotes and capitalised names aside; 0: off")
