@@ -725,7 +725,8 @@ def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tin
     copying_retries = sum("needed" in text for text in after_ban[:calls])
     stats = translator.stats
     assert (stats.final_copied, stats.final_retries, stats.final_retries_copied) == (1, calls, copying_retries)
-    off = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, copy_guard_words=0))
+    off = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, copy_guard_words=0,
+                                          language_turn_words=0))  # the turn rule would see "for a" (tested below)
     assert " ".join(unit for e in stream(off, COPIED) for unit in e.new_units) == " ".join(["So was", *COPIED[3:]])
     assert session.banned_calls == calls and off.stats.final_copied == 0
     with pytest.raises(ConfigError, match="copy_guard_words must be >= 0"):
@@ -740,7 +741,8 @@ def test_a_live_step_commits_nothing_from_where_its_draft_copies_the_source(tiny
     again from the first uncommitted word."""
     session = CopyingSession(tiny_lm.tokenizer, COPIED, "So was", [" eine gute Generalisierung?"])
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    translator = AlignAttTranslator(lm, AlignAttConfig(border=1000, final_max_new_tokens=60), heads_of(tiny_lm))
+    config = AlignAttConfig(border=1000, final_max_new_tokens=60, language_turn_words=0)  # the copy rule alone
+    translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
     translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
         (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
     emissions = stream(translator, COPIED)
