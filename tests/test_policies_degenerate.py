@@ -322,17 +322,15 @@ def test_a_turn_is_rare_in_mcif_references_and_common_in_their_sources(shared_da
     for target_lang in ("de", "it", "zh"):
         lines = mcif_split(load_mcif(shared_data, target_lang), "calibration")
         unit = target_unit_for(target_lang)
-        flagged = {}
-        for words in (1, 2):
-            references = [line.reference for line in lines
-                          if language_turn_start([], split_units(line.reference, unit), "en", target_lang, words)
-                          is not None]
-            sources = sum(language_turn_start([], split_units(line.source, unit), "en", target_lang, words)
-                          is not None for line in lines)
-            flagged[words] = references, sources
-        assert len(lines) > 150 and len(flagged[1][0]) <= 2 and flagged[1][0] == flagged[2][0], target_lang
-        assert flagged[1][1] >= 0.95 * len(lines) and flagged[1][1] > flagged[2][1] >= 0.85 * len(lines), (
-            target_lang, flagged[1][1], flagged[2][1])
+
+        def turning(texts, words):
+            return [text for text in texts
+                    if language_turn_start([], split_units(text, unit), "en", target_lang, words) is not None]
+
+        references = {words: turning([line.reference for line in lines], words) for words in (1, 2)}
+        sources = {words: len(turning([line.source for line in lines], words)) for words in (1, 2)}
+        assert len(lines) > 150 and len(references[1]) <= 2 and references[1] == references[2], target_lang
+        assert sources[1] >= 0.95 * len(lines) and sources[1] > sources[2] >= 0.85 * len(lines), (target_lang, sources)
 
 
 def test_matched_in_order_is_a_longest_common_subsequence():
