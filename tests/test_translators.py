@@ -129,6 +129,8 @@ def test_bad_configuration_is_a_clear_error(tmp_path):
         build_config(AlignAttConfig, {"target_lang": "en"})
     with pytest.raises(ConfigError, match="instruction_position must be one of after_source, before_source"):
         build_config(AlignAttConfig, {"instruction_position": "first"})
+    with pytest.raises(ConfigError, match="waitk_floor is the k of a wait-k schedule under the gate"):
+        build_config(AlignAttConfig, {"waitk_floor": -1})
     with pytest.raises(HeadFileError, match="does not exist"):
         AlignAttTranslator.from_config(dataclasses.replace(AlignAttConfig(), heads=str(tmp_path / "none.json")),
                                        lm=object())
@@ -148,6 +150,71 @@ def test_stopping_the_draft_at_the_first_rejected_token_changes_no_decision(tiny
     assert [e.new_units for e in stream(early, SENTENCE)] == [e.new_units for e in stream(full, SENTENCE)]
     assert [s.scan for s in early.steps] == [s.scan for s in full.steps]
     assert sum(len(s.draft.tokens) for s in early.steps) <= sum(len(s.draft.tokens) for s in full.steps)
+
+
+FLOOR_TRANSLATION = "der Ausschuss hat nach einer langen Debatte den neuen Haushalt für Schulen und Krankenhäuser " \
+                    "genehmigt."
+
+
+def floored_translator(tiny_lm, monkeypatch, translator_class, floor: int, heard: str):
+    """AlignAtt (or wait-k with k = `floor`) over a fake session that drafts the whole of FLOOR_TRANSLATION every
+    step, with fake attention rows that let the gate accept the draft's tokens up to the text `heard` and no more."""
+    import torch
+    from backends.hf.lm import Draft
+
+    session = ScriptedDraftSession(tiny_lm.tokenizer, {" ".join(SENTENCE[:n]): FLOOR_TRANSLATION
+                                                       for n in range(1, len(SENTENCE) + 1)})
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    if translator_class is WaitkTranslator:
+        return WaitkTranslator(lm, WaitkConfig(k=floor, max_new_tokens=64, final_max_new_tokens=64))
+    translator = AlignAttTranslator(lm, AlignAttConfig(border=1000, waitk_floor=floor, max_new_tokens=64,
+                                                       final_max_new_tokens=64), heads_of(tiny_lm))
+
+    def rows(draft, positions, start, stop):
+        written = " ".join(translator.segment_units)
+        ends = [len(written + tiny_lm.decode(draft.tokens[:index + 1])) for index in range(start, stop)]
+        attention = torch.ones(stop - start, 1, len(positions))
+        attention[torch.tensor(ends) > len(heard)] = float("nan")
+        return attention
+
+    monkeypatch.setattr(Draft, "source_attention", rows)
+    return translator
+
+
+def written_after_each_word(translator) -> list[int]:
+    """How many units the translator has written after each source word (live steps only)."""
+    return list(itertools.accumulate(len(e.new_units) for e in stream(translator, SENTENCE)[:-1]))
+
+
+@pytest.mark.parametrize("floor, expected", [(0, [4] * 14), (2, [max(4, read - 1) for read in range(1, 15)]),
+                                             (4, [max(4, read - 3) for read in range(1, 15)])])
+def test_the_waitk_floor_commits_what_the_gate_or_waitk_allows_whichever_is_more(tiny_lm, monkeypatch, floor,
+                                                                                  expected):
+    """The gate accepts the translation's first four words. Live, after `read` words, AlignAtt has written those
+    four, or with the floor as many as wait-k writes (read - k + 1), whichever is more."""
+    translator = floored_translator(tiny_lm, monkeypatch, AlignAttTranslator, floor, "der Ausschuss hat nach ")
+    assert written_after_each_word(translator) == expected
+    assert translator.target_text == FLOOR_TRANSLATION
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_under_a_gate_that_accepts_nothing_the_waitk_floor_writes_what_waitk_writes(tiny_lm, monkeypatch, k):
+    """Every token rejected: AlignAtt with `waitk_floor` k writes, step by step, the units the wait-k translator
+    with that k writes (its own schedule and stopping rule: the reference); with the floor off, nothing live."""
+    waitk = written_after_each_word(floored_translator(tiny_lm, monkeypatch, WaitkTranslator, k, ""))
+    floored = floored_translator(tiny_lm, monkeypatch, AlignAttTranslator, k, "")
+    assert written_after_each_word(floored) == waitk and waitk[-1] > 0
+    assert floored.target_text == FLOOR_TRANSLATION
+    assert written_after_each_word(floored_translator(tiny_lm, monkeypatch, AlignAttTranslator, 0, "")) == [0] * 14
+
+
+def test_the_waitk_floor_leaves_a_draft_stopped_at_its_first_rejected_token_deciding_as_a_whole_draft(tiny_lm):
+    """On the tiny model's own drafts and attention: stopping at the first rejected token (drafting on while the
+    floor's units are incomplete) decides as drafting the whole budget and scanning afterwards."""
+    config = AlignAttConfig(border=-1, median_width=3, final_max_new_tokens=40, target_lang="zh", waitk_floor=2)
+    early = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm), stop_at_first_failure=True)
+    full = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm), stop_at_first_failure=False)
+    assert [e.new_units for e in stream(early, SENTENCE)] == [e.new_units for e in stream(full, SENTENCE)]
 
 
 class ScriptedDraftSession:

@@ -190,6 +190,9 @@ class AlignAttConfig(DraftingConfig):
     head_vote: str = knob("mean", "how the heads' z-scored rows give one source peak: 'mean' (paper Fig. 4: argmax "
                                   "of their average) or 'lower_median' (reference code: lower median of each "
                                   "head's argmax)")
+    waitk_floor: int = knob(0, "k of a wait-k schedule under the gate: a live step commits at least the draft units "
+                               "wait-k would have written by now (one per accessible word after the first k - 1; "
+                               "Chinese 1.8 characters), even where the gate stopped earlier; 0: off")
 
     def validate(self) -> None:
         super().validate()
@@ -197,6 +200,9 @@ class AlignAttConfig(DraftingConfig):
             raise ConfigError(f"head_vote must be one of {', '.join(HEAD_VOTES)}, got {self.head_vote!r}")
         if self.top_k_heads < 1:
             raise ConfigError("top_k_heads must be >= 1")
+        if self.waitk_floor < 0:
+            raise ConfigError(f"waitk_floor is the k of a wait-k schedule under the gate, >= 1 (0: off), got "
+                              f"{self.waitk_floor}")
         if self.median_width < 1 or self.median_width % 2 == 0:
             raise ConfigError(f"median_width must be odd and >= 1, got {self.median_width}")
         for name, off in (("frontier_min_mass", "the soft frontier"), ("source_mass_threshold", "the tau_src gate"),

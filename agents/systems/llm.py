@@ -440,6 +440,16 @@ class LLMTranslator(StreamingTranslator):
             next_char = self._decode(draft.tokens[: accepted + 1])[len(accepted_text):][:1] or None
         return committable_prefix_length(accepted_text, next_char, self.target_unit)
 
+    def _whole_tokens_within(self, draft: Draft, allowed: int) -> int:
+        """The longest token prefix of a draft whose text holds at most `allowed` units. One token may hold several
+        characters ("我们"); a budget that ends inside one left the next prompt ending in a lone "我", after which the
+        model wrote "我开发了" where it writes "我们开发了". A word target's tokens begin with its words' spaces, so the
+        prefix ends with a whole word."""
+        accepted = len(draft.tokens)
+        while accepted and len(split_units(self._decode(draft.tokens[:accepted]), self.target_unit)) > allowed:
+            accepted -= 1
+        return accepted
+
     def _may_write(self, accessible: int) -> bool:
         """Whether a draft is worth computing now, with `accessible` source words (wait-k may forbid writing)."""
         return True
@@ -481,6 +491,7 @@ class AlignAttTranslator(LLMTranslator):
 
     def _draft_and_accept(self, prompt, budget, accessible):
         scanner = DraftScanner(prompt.source_token_word, accessible, self.params)
+        floor = self._floor_units(accessible)
 
         def scan_next(draft: Draft) -> bool:
             """Push the first unscanned row; True once a token is rejected."""
@@ -492,13 +503,27 @@ class AlignAttTranslator(LLMTranslator):
             if self.stop_at_first_failure and not scanner.failed:
                 scan_next(draft)
             text = self._decode(draft.tokens)
-            over = (self.stop_at_first_failure and scanner.failed) or self._text_over(text)
+            # A rejected token ends the draft only once the floor's units are complete (the next one has begun).
+            gate_over = self.stop_at_first_failure and scanner.failed and len(split_units(text, self.target_unit)) > floor
+            over = gate_over or self._text_over(text)
             return over and not (scanner.accepted_tokens and self._preamble_may_follow(text))
 
         draft = self.session.draft(prompt.token_ids, budget, stop=stop)
         while not scanner.failed and len(scanner.decisions) < len(draft.tokens):
             scan_next(draft)
-        return draft, scanner.accepted_tokens, scanner.result()
+        accepted = scanner.accepted_tokens
+        if floor > 0 and scanner.failed:
+            accepted = max(accepted, self._whole_tokens_within(draft, floor))
+        return draft, accepted, scanner.result()
+
+    def _floor_units(self, accessible: int) -> int:
+        """How many more of the segment's units this live step commits whatever the gate says: those wait-k with
+        k = `waitk_floor` would have written by now, less the ones already emitted (0 with the floor off)."""
+        if not self.config.waitk_floor:
+            return 0
+        rate = CHARACTER_UNITS_PER_WORD if self.target_unit == "char" else 1.0
+        budget = waitk_target_budget(accessible, self.config.waitk_floor, False, rate)
+        return max(0, budget - len(self.segment_units))
 
 
 class WaitkTranslator(LLMTranslator):
@@ -528,16 +553,6 @@ class WaitkTranslator(LLMTranslator):
         if self.target_unit == "char":
             return draft, self._whole_tokens_within(draft, allowed), None
         return draft, len(draft.tokens), None
-
-    def _whole_tokens_within(self, draft: Draft, allowed: int) -> int:
-        """The longest token prefix of a draft whose text holds at most `allowed` characters. One token may hold
-        several ("我们"); a budget that ends inside one left the next prompt ending in a lone "我", after which the
-        model wrote "我开发了" where it writes "我们开发了". AlignAtt commits whole tokens too. (A word target's tokens
-        end where its words do, so words need no such rounding.)"""
-        accepted = len(draft.tokens)
-        while accepted and len(split_units(self._decode(draft.tokens[:accepted]), self.target_unit)) > allowed:
-            accepted -= 1
-        return accepted
 
     def _budget(self, accessible: int, final: bool) -> int | None:
         return waitk_target_budget(accessible, self.config.k, final, self.units_per_word)
