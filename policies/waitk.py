@@ -12,6 +12,12 @@ import math
 # 0.8 units per source word and writes almost half of each sentence after its end.
 CHARACTER_UNITS_PER_WORD = 1.8
 
+
+def default_units_per_word(target_unit: str) -> float:
+    """r where none is set, for a target counted in `target_unit` ("char" or "word")."""
+    return CHARACTER_UNITS_PER_WORD if target_unit == "char" else 1.0
+
+
 # floor/ceil of products with a float rate: 1.8 * 5 is 9.000000000000002, 2.3 * 10 is 22.999999999999996.
 _EPSILON = 1e-9
 

@@ -43,7 +43,7 @@ from policies.units import (
     split_units,
     target_unit_for,
 )
-from policies.waitk import CHARACTER_UNITS_PER_WORD, waitk_target_budget
+from policies.waitk import default_units_per_word, waitk_target_budget
 
 
 MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk does not grow memory
@@ -521,8 +521,8 @@ class AlignAttTranslator(LLMTranslator):
         k = `waitk_floor` would have written by now, less the ones already emitted (0 with the floor off)."""
         if not self.config.waitk_floor:
             return 0
-        rate = CHARACTER_UNITS_PER_WORD if self.target_unit == "char" else 1.0
-        budget = waitk_target_budget(accessible, self.config.waitk_floor, False, rate)
+        budget = waitk_target_budget(accessible, self.config.waitk_floor, False,
+                                     default_units_per_word(self.target_unit))
         return max(0, budget - len(self.segment_units))
 
 
@@ -532,8 +532,7 @@ class WaitkTranslator(LLMTranslator):
 
     def __init__(self, lm: CausalLM, config: WaitkConfig):
         super().__init__(lm, config, heads=None)
-        default_rate = CHARACTER_UNITS_PER_WORD if self.target_unit == "char" else 1.0
-        self.units_per_word = config.units_per_word or default_rate
+        self.units_per_word = config.units_per_word or default_units_per_word(self.target_unit)
 
     @classmethod
     def from_config(cls, config: WaitkConfig, lm: CausalLM | None = None) -> "WaitkTranslator":
