@@ -28,6 +28,27 @@ def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, frozenset[str]
     return model, flags
 
 
+def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU's generation as /proc/cpuinfo numbers it (x86: vendor, family, model, stepping, microcode, e.g.
+    'AuthenticAMD family 25 model 17 stepping 1 microcode 0x1000065'; aarch64: implementer, part, revision), or None.
+    A hypervisor may report every generation as 'AMD EPYC' with the same flags; these numbers still tell them apart."""
+    if not cpuinfo.is_file():
+        return None
+    fields: dict[str, str] = {}
+    for line in cpuinfo.read_text().splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if not key and fields:  # the first processor's block ends at its blank line
+            break
+        fields.setdefault(key, value.strip())
+    keys = ((("vendor_id", ""), ("cpu family", "family"), ("model", "model"), ("stepping", "stepping"),
+             ("microcode", "microcode")) if "vendor_id" in fields else
+            (("CPU implementer", "implementer"), ("CPU part", "part"), ("CPU variant", "variant"),
+             ("CPU revision", "revision")))
+    parts = [f"{label} {fields[key]}".strip() for key, label in keys if fields.get(key)]
+    return " ".join(parts) or None
+
+
 def relevant_flags(flags: frozenset[str]) -> list[str]:
     """Those of RELEVANT_FLAGS this CPU has, in their order: what a timing or a run records beside its figures."""
     return [flag for flag in RELEVANT_FLAGS if flag in flags]

@@ -145,6 +145,29 @@ def test_slower_than_real_time_system_gets_ca_above_cu_with_fake_slow_agent(talk
     environment = json.loads((out / "runs/fake_agents_default/environment.json").read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=TESTS.parent, capture_output=True, text=True).stdout
     assert environment["commit"] == (head.strip() or None) and environment["cores"] and environment["packages"]
+    heard = data.speech_set(talks["wav_list"], talks["segments"], talks["reference"], "en", "de", talks["source"])
+    assert environment["inputs_sha1"] == heard.inputs_sha1()
+
+
+def test_the_input_digest_changes_with_one_audio_sample_and_with_the_source_lines(talks, tmp_path):
+    """EvalSet.inputs_sha1, written into every run's environment.json: a copy of the same talks has the same digest;
+    one changed audio sample (what another espeak-ng build would make) or one changed source line gives another."""
+    import shutil
+
+    def speech(folder: Path) -> data.EvalSet:
+        return data.speech_set(folder / "wavs.txt", folder / "audio-segments.yaml", talks["reference"], "en", "de")
+
+    original = speech(talks["wav_list"].parent)
+    copy = tmp_path / "copy"
+    shutil.copytree(talks["wav_list"].parent, copy)
+    assert speech(copy).inputs_sha1() == original.inputs_sha1()
+    audio, rate = soundfile.read(copy / "talkB.wav", dtype="int16")
+    audio[len(audio) // 2] += 1
+    soundfile.write(copy / "talkB.wav", audio, rate, subtype="PCM_16")
+    assert speech(copy).inputs_sha1() != original.inputs_sha1()
+    text = data.EvalSet("set", "en", "de", ("a", "b"), ("one", "two"))
+    assert text.inputs_sha1() == data.EvalSet("set", "en", "de", ("x", "y"), ("one", "two")).inputs_sha1()
+    assert text.inputs_sha1() != data.EvalSet("set", "en", "de", ("a", "b"), ("one", "three")).inputs_sha1()
 
 
 def test_each_run_records_the_code_it_started_with(tmp_path, monkeypatch):
@@ -152,10 +175,11 @@ def test_each_run_records_the_code_it_started_with(tmp_path, monkeypatch):
     start, so environment.json is read as each one starts, not once per command. Fake harness command (a Python
     that does nothing) and a fake environment that changes between the two starts."""
     starts = iter(["aaa", "bbb"])
-    monkeypatch.setattr(runs, "environment", lambda root: {"changes": next(starts)})
+    monkeypatch.setattr(runs, "environment", lambda root, inputs_sha1: {"changes": next(starts)})
     monkeypatch.setattr(runs, "command", lambda spec, dataset, run_dir, threads: [sys.executable, "-c", "pass"])
     specs = [runs.RunSpec("system", "agent", "text", regime) for regime in ("first", "second")]
-    runs.execute(specs, dataset=None, out=tmp_path, jobs=1, report=lambda line: None, poll_seconds=0.01)
+    dataset = data.EvalSet("set", "en", "de", ("a",), ("a",))
+    runs.execute(specs, dataset=dataset, out=tmp_path, jobs=1, report=lambda line: None, poll_seconds=0.01)
     recorded = [json.loads((spec.directory(tmp_path) / "environment.json").read_text())["changes"]
                 for spec in specs]
     assert recorded == ["aaa", "bbb"]
@@ -523,7 +547,8 @@ def test_runs_side_by_side_get_their_share_of_the_cores_in_every_thread_knob(tmp
         return [sys.executable, "-c", "pass"]
 
     monkeypatch.setattr(runs, "command", recording_command)
-    dataset = SimpleNamespace(wav_list=tmp_path / "wavs.txt", source_lang="en", target_lang="de")
+    dataset = SimpleNamespace(wav_list=tmp_path / "wavs.txt", source_lang="en", target_lang="de",
+                              inputs_sha1=lambda: None)
     preset = str(TESTS.parent / "eval_configs/alignatt4llm_cpu_low.yaml")
     specs = [runs.RunSpec("alignatt", "agents.alignatt4llm:Agent", runs.SPEECH, "preset", {}, preset),
              runs.RunSpec("alignatt", "agents.alignatt4llm:Agent", runs.SPEECH, "user-set", {"n_threads": 2}, preset)]

@@ -1,9 +1,11 @@
-"""environment.json (agents/evaluation/provenance.py): the commit and the state of the tree a run ran on, and the
-warning the paired bootstrap prints when the runs it compares did not run the same code or CPU."""
+"""environment.json (agents/evaluation/provenance.py): the commit and the state of the tree a run ran on, the CPU's
+generation, and the warning the paired bootstrap prints when the runs it compares did not run the same code, CPU or
+input."""
 import json
 import subprocess
 
 from agents.evaluation.provenance import ENVIRONMENT_FILE, differences, environment, git_state
+from backends.cpu import cpu_identity
 
 
 def git(repo, *arguments):
@@ -36,13 +38,53 @@ def test_runs_of_other_code_or_cpus_are_named_and_alike_runs_are_not(tmp_path):
     here = environment(tmp_path)
     runs = {}
     for name, changes in (("a", {}), ("b", {}), ("c", {"commit": "0123456789abcdef", "diff_sha1": "feedbeef00"}),
-                          ("d", None)):
+                          ("d", None), ("e", {"inputs_sha1": "abcdef0123"}),
+                          ("f", {"cpu_identity": "AuthenticAMD family 26 model 2 stepping 0"})):
         runs[name] = tmp_path / name
         runs[name].mkdir()
         if changes is not None:
             (runs[name] / ENVIRONMENT_FILE).write_text(json.dumps({**here, **changes}))
     assert differences({name: runs[name] for name in "ab"}) == []
     lines = differences(runs)
-    assert len(lines) == 4
+    assert len(lines) == 6
     assert lines[2].startswith("c: 0123456789+changes feedbeef, ")
     assert lines[3] == f"d: unknown (no {ENVIRONMENT_FILE})"
+    assert lines[0].endswith(", inputs not recorded") and lines[4].endswith(", inputs abcdef01")
+    assert "[AuthenticAMD family 26 model 2 stepping 0]" in lines[5]
+    for other in "ef":  # another input or another CPU generation alone is a difference
+        assert len(differences({name: runs[name] for name in ("a", other)})) == 2
+
+
+X86_CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC
+stepping\t: 1
+microcode\t: 0x1000065
+flags\t\t: fpu avx2 avx512f avx512_bf16
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+cpu family\t: 26
+"""
+ARM_CPUINFO = """processor\t: 0
+BogoMIPS\t: 243.75
+Features\t: fp asimd bf16
+CPU implementer\t: 0x41
+CPU architecture: 8
+CPU variant\t: 0x1
+CPU part\t: 0xd40
+CPU revision\t: 1
+"""
+
+
+def test_the_cpu_generation_is_read_where_the_model_name_hides_it(tmp_path):
+    """A hypervisor reports 'AMD EPYC' for every generation; /proc/cpuinfo's numbers (the first processor's) still
+    tell Zen 4 from Zen 5, and an ARM core's implementer and part from another's."""
+    x86, arm = tmp_path / "x86", tmp_path / "arm"
+    x86.write_text(X86_CPUINFO)
+    arm.write_text(ARM_CPUINFO)
+    assert cpu_identity(x86) == "AuthenticAMD family 25 model 17 stepping 1 microcode 0x1000065"
+    assert cpu_identity(arm) == "implementer 0x41 part 0xd40 variant 0x1 revision 1"
+    assert cpu_identity(tmp_path / "missing") is None

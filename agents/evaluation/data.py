@@ -52,6 +52,18 @@ class EvalSet:
             return tuple(line.replace(" ", "") for line in self.references)
         return self.references
 
+    def inputs_sha1(self) -> str:
+        """A digest of what a run reads: the source lines and, for speech, every talk's audio in the wav list's
+        order with the segment list. Two runs with the same digest heard and read the same input."""
+        digest = hashlib.sha1(json.dumps(self.sources).encode())
+        if self.is_speech:
+            for path in [*wav_list_paths(self.wav_list), *([self.segments] if self.segments else [])]:
+                digest.update(path.name.encode() + b"\0")
+                with open(path, "rb") as stream:
+                    for block in iter(lambda: stream.read(1 << 20), b""):
+                        digest.update(block)
+        return digest.hexdigest()
+
     def write_text_files(self, directory: Path, references: tuple[str, ...] | None = None) -> tuple[Path, Path | None]:
         """reference.txt (`references`, by default the set's) and source.txt when there are sources in `directory`,
         one line each, for the tools."""

@@ -1,5 +1,6 @@
-"""What a run ran on: the code (git commit, and whether the tree held uncommitted changes), the CPU and the packages
-that decide its numbers. Written beside each run as environment.json, so two runs that disagree can be told apart."""
+"""What a run ran on: the code (git commit, and whether the tree held uncommitted changes), the CPU, the packages
+that decide its numbers and a hash of the input it read. Written beside each run as environment.json, so two runs
+that disagree can be told apart."""
 from __future__ import annotations
 
 import hashlib
@@ -10,7 +11,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from backends.cpu import cpu_info, relevant_flags
+from backends.cpu import cpu_identity, cpu_info, relevant_flags
 
 ENVIRONMENT_FILE = "environment.json"
 UNTRACKED_READ_BYTES = 1 << 20
@@ -57,12 +58,14 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def environment(root: Path) -> dict:
+def environment(root: Path, inputs_sha1: str | None = None) -> dict:
+    """The record of one run; `inputs_sha1` is the digest of what it read (EvalSet.inputs_sha1: the synthetic
+    talks' audio, which another espeak-ng build would make differently, or the source lines)."""
     model, flags = cpu_info()
     return {**git_state(root),
-            "cpu": model, "cpu_flags": relevant_flags(flags), "cores": os.cpu_count(),
+            "cpu": model, "cpu_identity": cpu_identity(), "cpu_flags": relevant_flags(flags), "cores": os.cpu_count(),
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "python": platform.python_version(),
-            "packages": package_versions()}
+            "packages": package_versions(), "inputs_sha1": inputs_sha1}
 
 
 def read_environment(run_dir: Path) -> dict | None:
@@ -78,13 +81,18 @@ def code_and_machine(environment: dict | None) -> str:
     commit = (environment["commit"] or "no git checkout")[:10]
     if environment["diff_sha1"]:
         commit += f"+changes {environment['diff_sha1'][:8]}"
-    return f"{commit}, {environment['cpu']} ({' '.join(environment['cpu_flags']) or 'no listed flags'})"
+    cpu = f"{environment['cpu']} ({' '.join(environment['cpu_flags']) or 'no listed flags'})"
+    if environment.get("cpu_identity"):
+        cpu += f" [{environment['cpu_identity']}]"
+    inputs = environment.get("inputs_sha1")
+    return f"{commit}, {cpu}, inputs {inputs[:8] if inputs else 'not recorded'}"
 
 
 def differences(run_dirs: dict[str, Path]) -> list[str]:
-    """'name: commit, cpu' for every run, when the runs did not all run the same code, CPU and packages; else []."""
+    """'name: commit, cpu, inputs' for every run, when the runs did not all run the same code, CPU, packages and
+    input; else []. A record written before a key existed counts as a difference on it."""
     environments = {name: read_environment(run_dir) for name, run_dir in run_dirs.items()}
-    keys = ("commit", "diff_sha1", "cpu", "cpu_flags", "packages")
+    keys = ("commit", "diff_sha1", "cpu", "cpu_identity", "cpu_flags", "packages", "inputs_sha1")
     seen = {json.dumps([env and env.get(key) for key in keys], sort_keys=True) for env in environments.values()}
     if len(seen) <= 1:
         return []

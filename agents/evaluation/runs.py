@@ -262,6 +262,7 @@ def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1
     pending, running, finished, failed = list(specs), [], [], []
     threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
     root = Path(__file__).resolve().parents[2]
+    inputs_sha1 = dataset.inputs_sha1()
     last_report = time.monotonic()
     while pending or running:
         while pending and len(running) < jobs:
@@ -276,7 +277,7 @@ def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1
                 env.setdefault("OMP_NUM_THREADS", str(threads))  # torch's share; the thread knobs are in `arguments`
             # Read as each run starts: a run queued behind others imports the code of its own start.
             (run_dir / ENVIRONMENT_FILE).write_text(json.dumps(
-                {**environment(root), "omp_num_threads": env.get("OMP_NUM_THREADS")}, indent=2))
+                {**environment(root, inputs_sha1), "omp_num_threads": env.get("OMP_NUM_THREADS")}, indent=2))
             with open(run_dir / "harness.log", "w") as log:
                 process = subprocess.Popen(arguments, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
             running.append(RunningRun(spec, run_dir, process, time.monotonic()))
