@@ -191,10 +191,14 @@ def written_after_each_word(translator) -> list[int]:
 def test_the_waitk_floor_commits_what_the_gate_or_waitk_allows_whichever_is_more(tiny_lm, monkeypatch, floor,
                                                                                   expected):
     """The gate accepts the translation's first four words. Live, after `read` words, AlignAtt has written those
-    four, or with the floor as many as wait-k writes (read - k + 1), whichever is more."""
+    four, or with the floor as many as wait-k writes (read - k + 1), whichever is more. The policy log counts the
+    steps where the floor wrote past the gate: those that took the written count above four."""
     translator = floored_translator(tiny_lm, monkeypatch, AlignAttTranslator, floor, "der Ausschuss hat nach ")
     assert written_after_each_word(translator) == expected
     assert translator.target_text == FLOOR_TRANSLATION
+    past_the_gate = sum(1 for before, after in zip([0, *expected], expected) if after > max(before, 4))
+    assert translator.stats.floor_steps == past_the_gate and (past_the_gate > 0) == (floor > 0)
+    assert translator.stats.floor_tokens >= past_the_gate
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -205,7 +209,10 @@ def test_under_a_gate_that_accepts_nothing_the_waitk_floor_writes_what_waitk_wri
     floored = floored_translator(tiny_lm, monkeypatch, AlignAttTranslator, k, "")
     assert written_after_each_word(floored) == waitk and waitk[-1] > 0
     assert floored.target_text == FLOOR_TRANSLATION
-    assert written_after_each_word(floored_translator(tiny_lm, monkeypatch, AlignAttTranslator, 0, "")) == [0] * 14
+    assert floored.stats.floor_steps == sum(1 for before, after in zip([0, *waitk], waitk) if after > before)
+    gate_alone = floored_translator(tiny_lm, monkeypatch, AlignAttTranslator, 0, "")
+    assert written_after_each_word(gate_alone) == [0] * 14
+    assert gate_alone.stats.floor_steps == gate_alone.stats.floor_tokens == 0
 
 
 def test_the_waitk_floor_leaves_a_draft_stopped_at_its_first_rejected_token_deciding_as_a_whole_draft(tiny_lm):
@@ -496,6 +503,7 @@ def test_policy_log_writes_each_segments_counts_and_eval_reports_the_gate_share(
     fired = sum(line["gate_fired"] for line in lines)
     assert lines[-1]["live_steps"] == sum(1 for step in translator.steps if not step.final) > 0
     assert policy_scores(tmp_path)["gate fired (% of steps)"] == pytest.approx(100.0 * fired / live)
+    assert policy_scores(tmp_path)["floor committed (% of steps)"] == 0.0  # the floor is off
     assert policy_scores(tmp_path / "absent") == {}
 
 

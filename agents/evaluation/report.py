@@ -18,12 +18,14 @@ SPEECH_COLUMNS = (("BLEU", "BLEU", 1), ("chrF", "chrF", 1), ("COMET", "COMET", 1
                   ("LongYAAL CU (s)", "LongYAAL (CU)", 1000), ("LongYAAL CA (s)", "LongYAAL (CA)", 1000),
                   ("StreamLAAL CU (s)", "StreamLAAL (CU)", 1), ("StreamLAAL CA (s)", "StreamLAAL (CA)", 1),
                   ("NE", "normalized_erasure", 1), ("RTF", "RTF", 1), ("Gate %", "gate fired (% of steps)", 1),
-                  ("Degen. %", "degenerate drafts (%)", 1), ("Line end %", "line-ended drafts (%)", 1),
-                  ("Copy %", "copying drafts (%)", 1), ("ASR WER %", "WER (%)", 1))
+                  ("Floor %", "floor committed (% of steps)", 1), ("Degen. %", "degenerate drafts (%)", 1),
+                  ("Line end %", "line-ended drafts (%)", 1), ("Copy %", "copying drafts (%)", 1),
+                  ("ASR WER %", "WER (%)", 1))
 TEXT_COLUMNS = (("BLEU", "BLEU", 1), ("chrF", "chrF", 1), ("COMET", "COMET", 1), ("LAAL", "LAAL", 1),
                 ("AL", "AL", 1), ("DAL", "DAL", 1), ("AP", "AP", 1), ("YAAL", "OmniSTEval YAAL (CU)", 1),
-                ("Gate %", "gate fired (% of steps)", 1), ("Degen. %", "degenerate drafts (%)", 1),
-                ("Line end %", "line-ended drafts (%)", 1), ("Copy %", "copying drafts (%)", 1))
+                ("Gate %", "gate fired (% of steps)", 1), ("Floor %", "floor committed (% of steps)", 1),
+                ("Degen. %", "degenerate drafts (%)", 1), ("Line end %", "line-ended drafts (%)", 1),
+                ("Copy %", "copying drafts (%)", 1))
 
 
 @dataclass(frozen=True)

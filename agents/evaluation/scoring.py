@@ -187,7 +187,8 @@ def policy_scores(run_dir: Path) -> dict[str, float]:
     """From the translator's policy log (if the run wrote one), in percent: the share of live steps where the
     AlignAtt gate withheld draft tokens, of drafts cut because they stopped being a translation (a loop, an echo, a
     restart, a foreign script), of drafts that ended their line (a translation's normal end, counted apart) and of
-    drafts that copied the source or opened in its language (`copy_guard_words`)."""
+    drafts that copied the source or opened in its language (`copy_guard_words`), and of live steps where the wait-k
+    floor committed past where the gate stopped (`waitk_floor`)."""
     log = run_dir / POLICY_LOG
     if not log.is_file():
         return {}
@@ -197,6 +198,7 @@ def policy_scores(run_dir: Path) -> dict[str, float]:
             totals[name] = totals.get(name, 0) + value
     live, final = totals.get("live_steps", 0), totals.get("final_steps", 0)
     return {"gate fired (% of steps)": 100.0 * totals.get("gate_fired", 0) / max(live, 1),
+            "floor committed (% of steps)": 100.0 * totals.get("floor_steps", 0) / max(live, 1),
             "degenerate drafts (%)": 100.0 * (totals.get("degenerate", 0) + totals.get("final_degenerate", 0))
             / max(live + final, 1),
             "line-ended drafts (%)": 100.0 * (totals.get("line_breaks", 0) + totals.get("final_line_breaks", 0))

@@ -61,6 +61,8 @@ class Step:
     source language (`DraftGuard.opens_in_source_language`) counts as copied from its start.
     preamble: the segment's draft opened with an introduction of its own; it moves into the prompt (see
     `LLMTranslator.segment_preamble`) and the step is drafted again after it.
+    floor_tokens: draft tokens a live step accepted past the gate's first rejected one because the wait-k floor
+    (`waitk_floor`) asked for them (0 where the gate allowed as much, or there is no gate).
     """
 
     prompt: TranslationPrompt | None
@@ -75,6 +77,7 @@ class Step:
     retry: bool = False
     copied: bool = False
     preamble: str = ""  # the draft's introduction as the prompt carries it (`with_opened_quotation`), else empty
+    floor_tokens: int = 0
 
     @property
     def degenerate(self) -> bool:
@@ -112,7 +115,8 @@ class PolicyStats:
     (counted apart from final_steps), final_retries_degenerate: those cut as degenerate again; copied, final_copied
     and final_retries_copied: live drafts, final drafts and retries that copied the source (a final draft keeps its
     copy where every retry copies too); preambles: segments whose translation opened with an introduction of the model's
-    own ('Die Übersetzung auf Deutsch lautet: "').
+    own ('Die Übersetzung auf Deutsch lautet: "'); floor_steps and floor_tokens: live steps where the wait-k floor
+    committed past where the gate stopped, and the draft tokens it accepted there.
     """
 
     live_steps: int = 0
@@ -134,6 +138,8 @@ class PolicyStats:
     final_copied: int = 0
     final_retries_copied: int = 0
     preambles: int = 0
+    floor_steps: int = 0
+    floor_tokens: int = 0
     skipped: int = 0
 
     def add(self, step: "Step") -> None:
@@ -161,6 +167,8 @@ class PolicyStats:
             name = f"gate_{step.gate_failure}"
             setattr(self, name, getattr(self, name) + 1)
         self.gate_stopped_tokens += step.gate_stopped_tokens
+        self.floor_steps += step.floor_tokens > 0
+        self.floor_tokens += step.floor_tokens
         self.degenerate += step.degenerate
         self.line_breaks += step.cut == LINE_BREAK
         self.copied += step.copied
@@ -275,6 +283,7 @@ class LLMTranslator(StreamingTranslator):
             accepted, scan = len(draft.tokens), None
         else:
             draft, accepted, scan = self._draft_and_accept(prompt, self.config.max_new_tokens, accessible)
+        floor_tokens = max(0, accepted - scan.accepted_tokens) if scan is not None else 0
         # Byte fragments that never completed a character (U+FFFD) are dropped from a final draft; a live draft
         # rounds back to the last complete unit anyway.
         draft_text = self._decode(draft.tokens)
@@ -310,7 +319,7 @@ class LLMTranslator(StreamingTranslator):
         if copied is not None:
             copied = min(copied, len(committed))
         self._record(Step(prompt, draft, draft_text, committed if copied is None else committed[:copied], accessible,
-                          scan, final, cut, copied=copied is not None))
+                          scan, final, cut, copied=copied is not None, floor_tokens=floor_tokens))
         if final and copied is not None:
             committed = committed[:copied] + self._retry_copy(source, target_prefix, draft, committed, copied, budget)
         elif final:
