@@ -211,6 +211,42 @@ def test_websocket_wrong_sample_rate_or_sample_type_is_refused_by_name(fake_webs
         assert accepted.finished and accepted.text == FRESH_TEXT, accepted
 
 
+def test_websocket_audio_at_another_rate_reaches_the_model_as_simulstreams_librosa_resampling_gives_it():
+    """PcmMessageProcessor resamples a non-16 kHz stream with soxr itself (librosa's first call compiles numba code
+    for up to 47 s inside the stream's first chunk): each chunk the model gets equals, sample for sample, what
+    simulstream's own MessageProcessor (librosa.resample) gives it; a 16 kHz stream is left to simulstream's code.
+    The model here records its chunks (a fake: none is needed to see the samples)."""
+    from simulstream.server.message_processor import MessageProcessor
+    from simulstream.server.speech_processors.incremental_output import IncrementalOutput
+
+    from agents.harness.websocket_server import PcmMessageProcessor
+
+    class RecordingProcessor:
+        speech_chunk_size = 0.5
+
+        def __init__(self):
+            self.chunks = []
+
+        def process_chunk(self, waveform):
+            self.chunks.append(waveform)
+            return IncrementalOutput([], "", [], "")
+
+    audio = int16(np.random.default_rng(1).uniform(-0.8, 0.8, 3 * 44_100 + 77))
+    for rate in (8_000, 22_050, 44_100, RATE):
+        seen = {}
+        for processor_class in (MessageProcessor, PcmMessageProcessor):
+            model = RecordingProcessor()
+            messages = processor_class(0, model)
+            messages.process_metadata({"sample_rate": rate})
+            for start in range(0, len(audio), 1_600):  # 100 ms frames at 16 kHz, as send_audio sends them
+                messages.process_speech(audio[start:start + 1_600].tobytes())
+            seen[processor_class] = model.chunks
+        ours, simulstreams = seen[PcmMessageProcessor], seen[MessageProcessor]
+        assert len(ours) == len(simulstreams) > 2
+        for mine, theirs in zip(ours, simulstreams):
+            assert mine.dtype == theirs.dtype == np.float32 and np.array_equal(mine, theirs), rate
+
+
 def test_http_wrong_sample_type_is_refused_by_name(fake_server):
     """The HTTP protocol's waveform is base64 float32 at 16 kHz (the client resamples: no sample rate travels, so a
     wrong one cannot be seen here); int16 bytes or NaN are refused before they reach the model."""
