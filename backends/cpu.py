@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterator
 from pathlib import Path
 
 # Flags that decide which kernels run: AVX2 (every x86-64 of the last decade), AVX512, and native bf16 dot products.
@@ -11,18 +12,24 @@ RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 (AVX512-BF16, AMX) and aarch64 ("bf16" in Features)
 
 
+def cpuinfo_entries(cpuinfo: Path) -> Iterator[tuple[str, str]]:
+    """(key, value) of each line of /proc/cpuinfo, stripped, in order: ("", "") is the blank line that ends each
+    processor's block. Nothing where the file does not exist (macOS, Windows)."""
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            yield key.strip(), value.strip()
+
+
 def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, frozenset[str]]:
     """The CPU's model name and flags from /proc/cpuinfo (x86 "flags", aarch64 "Features"); ("unknown", {}) where
     there is no /proc (macOS, Windows)."""
     model, flags = "unknown", frozenset()
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key in ("model name", "Model", "CPU part") and model == "unknown":
-                model = value.strip()
-            elif key in ("flags", "Features") and not flags:
-                flags = frozenset(value.split())
+    for key, value in cpuinfo_entries(cpuinfo):
+        if key in ("model name", "Model", "CPU part") and model == "unknown":
+            model = value
+        elif key in ("flags", "Features") and not flags:
+            flags = frozenset(value.split())
     if model == "unknown":
         model = platform.processor() or platform.machine() or "unknown"
     return model, flags
@@ -32,15 +39,11 @@ def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
     """The CPU's generation as /proc/cpuinfo numbers it (x86: vendor, family, model, stepping, microcode, e.g.
     'AuthenticAMD family 25 model 17 stepping 1 microcode 0x1000065'; aarch64: implementer, part, revision), or None.
     A hypervisor may report every generation as 'AMD EPYC' with the same flags; these numbers still tell them apart."""
-    if not cpuinfo.is_file():
-        return None
     fields: dict[str, str] = {}
-    for line in cpuinfo.read_text().splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
+    for key, value in cpuinfo_entries(cpuinfo):
         if not key and fields:  # the first processor's block ends at its blank line
             break
-        fields.setdefault(key, value.strip())
+        fields.setdefault(key, value)
     keys = ((("vendor_id", ""), ("cpu family", "family"), ("model", "model"), ("stepping", "stepping"),
              ("microcode", "microcode")) if "vendor_id" in fields else
             (("CPU implementer", "implementer"), ("CPU part", "part"), ("CPU variant", "variant"),

@@ -14,9 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-
 import math
+import time
 
 import numpy as np
 import soxr
