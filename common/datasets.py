@@ -81,7 +81,12 @@ def load_mcif(data_dir: str | Path, target_lang: str) -> list[MCIFLine]:
     full_indices = [int(x) for x in _read_lines(directory / "line_ids.txt")]
     segments = _talk_segments(directory)
     sources = _read_lines(directory / "en.txt")
-    references = _read_lines(directory / f"{target_lang}.txt")
+    reference_file = directory / f"{target_lang}.txt"
+    if not reference_file.is_file():
+        targets = sorted(p.stem for p in directory.glob("*.txt") if p.stem not in ("en", "line_ids"))
+        raise FileNotFoundError(f"MCIF dev has no {target_lang!r} references ({reference_file} is missing); its target "
+                                f"languages are {', '.join(targets) or 'none'}")
+    references = _read_lines(reference_file)
     counts = {len(full_indices), len(segments), len(sources), len(references)}
     if len(counts) != 1:
         raise ValueError(

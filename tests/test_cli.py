@@ -22,6 +22,15 @@ def test_prepare_mcif_writes_line_aligned_source_and_target(shared_data, tmp_pat
     assert "432 lines" in printed and str(out / "source.txt") in printed
 
 
+def test_prepare_mcif_names_the_target_languages_the_set_has(shared_data, tmp_path, capsys):
+    code = main(["prepare-mcif", "--target-lang", "fr", "--split", "evaluation", "--data-dir", str(shared_data),
+                 "--out", str(tmp_path / "mcif-fr")])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "no 'fr' references" in error and "de, it, zh" in error and "Traceback" not in error
+    assert not (tmp_path / "mcif-fr").exists()
+
+
 def test_calibrate_heads_end_to_end_on_a_tiny_checkpoint(tiny_checkpoint, toy_alignment_records, tmp_path, capsys):
     alignments = tmp_path / "word_alignments_en-de.json"
     alignments.write_text(json.dumps(toy_alignment_records), encoding="utf-8")
