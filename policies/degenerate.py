@@ -199,6 +199,46 @@ def opens_in_source_language(prefix_units: Sequence[str], draft_units: Sequence[
     return source >= 1 and target == 0
 
 
+def opens_with_source_word(prefix_units: Sequence[str], draft_units: Sequence[str], source_words: Sequence[str],
+                           source_lang: str, target_lang: str) -> bool:
+    """Whether a segment's draft, with nothing of it committed yet, opens with the source's own first word, a
+    function word of the source language only, and goes on without another one: among its next
+    OPENING_LANGUAGE_UNITS - 1 units (at least one) no function word of the source only. The model began its
+    translation with the word it read first and went on in the target language ("We | forniamo un metodo" for "We
+    provide a method", "By | mostrando" for "By showing"), which neither the copy nor the opening rule sees: one
+    source word copies no run, and the target's words outnumber it. A source that may be quoted (a title) keeps
+    its words (`_may_be_quoted`). Off (False) for a language pair whose function words are not listed."""
+    if prefix_units or len(draft_units) < 2 or not source_words or _may_be_quoted(source_words):
+        return False
+    if primary_language(source_lang) not in FUNCTION_WORDS or not has_function_words(target_lang):
+        return False
+    first = comparison_key(draft_units[0])
+    if first != comparison_key(source_words[0]) or first not in exclusive_words(source_lang, target_lang):
+        return False
+    source, _ = language_evidence([comparison_key(u) for u in draft_units[1:OPENING_LANGUAGE_UNITS]], source_lang,
+                                  target_lang)
+    return source == 0
+
+
+OPENING_REST_UNITS = 3  # a segment's opening drafted again must keep this many of the units after its first word
+
+
+def replaces_opening_word(draft_units: Sequence[str], retry_units: Sequence[str]) -> bool:
+    """Whether `retry_units`, a segment's opening drafted again without the first token of `draft_units` (which
+    opened with the source's first word: `opens_with_source_word`), changes only that word: its units after its
+    first, or from its first on (the word dropped), are the draft's units after its first, case and punctuation
+    aside, as far as both go (at most OPENING_REST_UNITS, at least one). "For | esempio, ci sono" -> "Per esempio,
+    ci sono" (replaced), "We | forniamo un" -> "Forniamo un" (dropped, as Italian may). A small model's next choice
+    at a sentence's opening often begins another, worse sentence ("So, è importante selezionare" -> "Ecco il modo
+    importante di scegli"): such a redraft is not one word replaced."""
+    rest = [comparison_key(u) for u in draft_units[1:1 + OPENING_REST_UNITS]]
+    for start in (1, 0):
+        retry = [comparison_key(u) for u in retry_units[start:start + len(rest)]]
+        if retry and retry == rest[:len(retry)]:
+            return True
+    return False
+
+
 LANGUAGE_TURN_UNITS = 5  # a draft turns into the source language where this many consecutive units say so
 
 
@@ -393,6 +433,14 @@ class DraftGuard:
         `source_lang` (`opens_in_source_language`); False with the copy guard off (`copy_run` 0)."""
         return self.copy_run >= 1 and opens_in_source_language(prefix_units, split_units(draft_text, self.unit),
                                                                self.source_lang, self.target_lang)
+
+
+    def opens_with_source_word(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str]
+                               ) -> bool:
+        """Whether `draft_text`, a segment's draft with nothing committed yet, opens with the source's first word
+        and goes on in the target language (`opens_with_source_word`); False with the copy guard off."""
+        return self.copy_run >= 1 and opens_with_source_word(prefix_units, split_units(draft_text, self.unit),
+                                                             source_words, self.source_lang, self.target_lang)
 
 
 def final_budget(source_tokens: int, target_prefix_tokens: int, ratio: float, slack: int, cap: int) -> int:

@@ -31,6 +31,40 @@ def test_prepare_mcif_names_the_target_languages_the_set_has(shared_data, tmp_pa
     assert not (tmp_path / "mcif-fr").exists()
 
 
+def test_eval_refuses_a_target_language_before_announcing_the_talks(shared_data, tmp_path, capsys):
+    """`simulagents eval` on MCIF dev with a language it has no references for: the error, and no "preparing the
+    synthetic talks" line before it (it used to print one, then fail)."""
+    code = main(["eval", "--agent", "agents.alignatt4llm:Agent", "--dataset", "mcif-dev", "--tgt-lang", "fr",
+                 "--data-dir", str(shared_data), "--cache", str(tmp_path / "sets"), "--out", str(tmp_path / "out")])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "no 'fr' references" in captured.err and "de, it, zh" in captured.err
+    assert "preparing" not in captured.out + captured.err and not (tmp_path / "sets").exists()
+
+
+def test_mcif_speech_set_is_announced_only_when_made(monkeypatch, tmp_path):
+    """The talks are announced when they must be spoken, not when a finished set is reused."""
+    import yaml
+
+    from agents.evaluation import data
+    from common.datasets import MCIFLine
+
+    lines = [MCIFLine(0, 0, "t1", 0.5, 2.5, "Hello there.", "Hallo.")]
+    monkeypatch.setattr(data, "mcif_lines", lambda *args, **kwargs: lines)
+
+    def synthesis(sources, segments, out_dir, progress=None):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "wavs.txt").write_text(f"{out_dir / 't1.wav'}\n")
+        (out_dir / "audio-segments.yaml").write_text(yaml.safe_dump(segments))
+
+    monkeypatch.setattr(data, "synthesize_long_form", synthesis)
+    announced: list[str] = []
+    first = data.mcif_speech_set("de", "calibration", tmp_path, announce=announced.append)
+    second = data.mcif_speech_set("de", "calibration", tmp_path, announce=announced.append)
+    assert first.segments == second.segments
+    assert len(announced) == 1 and first.segments.parent.name in announced[0]
+
+
 def test_calibrate_heads_end_to_end_on_a_tiny_checkpoint(tiny_checkpoint, toy_alignment_records, tmp_path, capsys):
     alignments = tmp_path / "word_alignments_en-de.json"
     alignments.write_text(json.dumps(toy_alignment_records), encoding="utf-8")

@@ -25,7 +25,9 @@ from policies.degenerate import (
     loop_start,
     matched_in_order,
     opens_in_source_language,
+    opens_with_source_word,
     quoted_units,
+    replaces_opening_word,
     restart_start,
 )
 from policies.units import split_units, target_unit_for, units_prefix_length
@@ -262,6 +264,66 @@ def test_the_function_words_tell_mcif_references_from_their_sources(shared_data)
                       for line in lines)
         assert len(lines) > 150 and references <= 2 and sources >= 0.97 * len(lines), (target_lang, references,
                                                                                         sources)
+
+
+@pytest.mark.parametrize("source_lang, target_lang, source, draft, opens", [
+    # eval lines of both policies (2 s preset, en→it, 2026-12-03)
+    ("en", "it", "We provide a method", "We forniamo un metodo", True),
+    ("en", "it", "By showing that", "By mostrando che", True),
+    ("en", "de", "We need to", "We müssen", True),  # two units are enough: a live step would commit "We"
+    ("en", "de", "We need to", "We", False),  # one unit: it may still go on ("Wenn")
+    ("en", "de", "We need to", "Wir müssen", False),
+    ("en", "de", "Google provides", "Google bietet", False),  # a name is no function word
+    ("en", "de", "So we", "So haben wir", False),  # "so" is German too
+    ("en", "de", "We need", "We need to", False),  # goes on in English: the opening rule's case
+    ("en", "it", "Are you copying my model?", "Are you copying", False),
+    ("en", "de", 'A Data-driven Exploration".', "A Data-Based Investigation vorstellen.", False),  # a quoted title
+    ("en", "zh", "We provide", "We 提供", True),
+    ("cs", "en", "Je to důležité", "Je it is important", True),
+    ("en", "fr", "We provide", "We fournissons", False),  # a pair whose function words are not listed: off
+])
+def test_a_translation_that_opens_with_the_sources_first_word(source_lang, target_lang, source, draft, opens):
+    units = split_units(draft, target_unit_for(target_lang))
+    assert opens_with_source_word([], units, source.split(), source_lang, target_lang) is opens
+    assert not opens_with_source_word(["Hier"], units, source.split(), source_lang, target_lang)  # the opening only
+    guard = DraftGuard(target_unit_for(target_lang), target_lang, copy_run=4, source_lang=source_lang)
+    assert guard.opens_with_source_word([], draft, source.split()) is opens
+    off = DraftGuard(target_unit_for(target_lang), target_lang, copy_run=0, source_lang=source_lang)
+    assert not off.opens_with_source_word([], draft, source.split())
+
+
+@pytest.mark.parametrize("draft, retry, replaces", [
+    # the embedded model's redrafts on the calibration talks' openings (en→it, 3 or 5 words read)
+    ("For esempio, ci sono", "Per esempio, ci sono", True),  # the word replaced
+    ("We forniamo un metodo", "Forniamo un metodo", True),  # the word dropped
+    ("We forniamo un metodo", "Noi forniamo", True),  # as far as both go
+    ("So, è importante selezionare", "Ecco il modo importante di scegli", False),  # another sentence
+    ("We troviamo che è perché.", "Dunque è perché", False),
+    ("We forniamo un metodo", "Noi", False),  # too short to tell
+    ("We forniamo un metodo", "", False),
+])
+def test_a_redraft_of_an_opening_replaces_only_its_first_word(draft, retry, replaces):
+    assert replaces_opening_word(split_units(draft, "word"), split_units(retry, "word")) is replaces
+
+
+def test_no_mcif_reference_opens_with_its_sources_first_word_and_a_translation_that_does_is_seen(shared_data):
+    """All 606 MCIF dev lines in each direction: no reference opens with its source's first word where that is an
+    English-only function word (titles are quoted, or go on in English), while each reference with that word put
+    in front of it ("We" + "Wir stellen …"), the defect made from real lines, is seen in nearly every case."""
+    from common.datasets import load_mcif
+    from policies.function_words import exclusive_words
+
+    for target_lang in ("de", "it", "zh"):
+        lines = load_mcif(shared_data, target_lang)
+        unit = target_unit_for(target_lang)
+        flagged = [line.reference for line in lines
+                   if opens_with_source_word([], split_units(line.reference, unit), line.source.split(), "en",
+                                             target_lang)]
+        assert len(lines) == 606 and flagged == [], target_lang
+        opening = [line for line in lines if line.source.split()[0].lower() in exclusive_words("en", target_lang)]
+        seen = sum(opens_with_source_word([], split_units(f"{line.source.split()[0]} {line.reference}", unit),
+                                          line.source.split(), "en", target_lang) for line in opening)
+        assert len(opening) > 300 and seen >= 0.9 * len(opening), (target_lang, seen, len(opening))
 
 
 @pytest.mark.parametrize("source_lang, target_lang, prefix, draft, turn", [

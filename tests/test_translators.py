@@ -235,9 +235,10 @@ class ScriptedDraftSession:
     def reset(self):
         pass
 
-    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None):
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
         from backends.hf.lm import Draft
 
+        assert not banned_first_tokens, "the scripted translations never open with a source word"
         prompt = self.tokenizer.decode(prompt_ids)
         source = max((s for s in self.translations if s in prompt), key=len)
         prefix = prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]  # after Qwen3's empty thought
@@ -915,3 +916,74 @@ def test_no_live_step_commits_a_draft_that_opens_in_the_source_language(tiny_lm,
     translator, emissions = translate(0)
     assert " ".join(u for e in emissions for u in e.new_units) == "God's love is with all of you who came"
     assert emissions[0].new_units == ("God's", "love")  # all but the draft's last unit
+
+
+class RankedOpeningsSession:
+    """Stands in for a model session (a fake: it opens with the source's first word on purpose, as the 0.5B model
+    did in 1% of lines: "We | forniamo un metodo"): `openings` are whole translations in the order greedy decoding
+    ranks their first tokens; with nothing of the segment's translation in the prompt it writes, of the first one
+    whose first token is not banned, as many words as it has read; after a target prefix it goes on in the
+    translation that prefix began. Records each draft's banned first tokens."""
+
+    def __init__(self, tokenizer, source: list[str], openings: list[str]):
+        self.tokenizer, self.source, self.openings = tokenizer, source, openings
+        self.bans: list[tuple[int, ...]] = []
+
+    def reset(self):
+        pass
+
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+        read, prefix = read_and_target(self.tokenizer.decode(prompt_ids), self.source)
+        self.bans.append(tuple(banned_first_tokens))
+        if prefix:
+            translation = next(text for text in self.openings if text.startswith(prefix))
+        else:
+            translation = next(text for text in self.openings
+                               if self.tokenizer.encode(text, add_special_tokens=False)[0] not in banned_first_tokens)
+        return scripted_draft(self.tokenizer, prompt_ids, prefix, " ".join(translation.split()[:read]),
+                              max_new_tokens, stop)
+
+
+OPENING_SOURCE = "We need to find a method for this.".split()
+OPENINGS = ["We müssen dafür eine Methode finden.", "we müssen dafür eine Methode finden.",
+            "Wir müssen dafür eine Methode finden."]
+ANOTHER_SENTENCE = ["We müssen dafür eine Methode finden.", "Hier ist die Übersetzung des Textes."]
+
+
+@pytest.mark.parametrize("translator_class", [WaitkTranslator, AlignAttTranslator])
+@pytest.mark.parametrize("openings, copy_guard_words, retries, expected, banned, kept", [
+    (OPENINGS, 4, 3, OPENINGS[2], 2, 0),  # "We", then "we" banned: the translation opens with "Wir"
+    (OPENINGS, 4, 1, OPENINGS[1], 1, 0),  # one ban: "we" is kept
+    (OPENINGS, 4, 0, OPENINGS[0], 0, 0),  # no ban
+    (OPENINGS, 0, 3, OPENINGS[0], 0, 0),  # the copy guard off
+    (ANOTHER_SENTENCE, 4, 3, OPENINGS[0], 1, 1),  # the redraft is another sentence: the word stays
+])
+def test_a_translation_that_opens_with_the_sources_first_word_is_drafted_again_without_it(
+        tiny_lm, translator_class, openings, copy_guard_words, retries, expected, banned, kept):
+    """"We | forniamo un metodo …", "By | mostrando …" (1% of the evaluation split's lines on en→it under both
+    policies): the translation began with the English word it read first and went on in the target language. The
+    draft that shows it (two units) is made again at once with that first token banned, and so is every later draft
+    of the segment's opening, live or final, up to `copy_retries` bans; the policy writes on while the source runs.
+    A redraft that changes more than that word (the model's next choice begins another sentence) is not used: the
+    ban is lifted, the step drafted as before, and that first token never banned again in the segment."""
+    session = RankedOpeningsSession(tiny_lm.tokenizer, OPENING_SOURCE, openings)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    options = dict(final_max_new_tokens=60, copy_guard_words=copy_guard_words, copy_retries=retries)
+    if translator_class is WaitkTranslator:
+        translator = WaitkTranslator(lm, WaitkConfig(k=1, **options))
+    else:
+        translator = AlignAttTranslator(lm, AlignAttConfig(border=1000, **options), heads_of(tiny_lm))
+        translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+            (draft := translator.session.draft(prompt.token_ids, budget,
+                                               banned_first_tokens=translator._opening_bans())),
+            len(draft.tokens), None)
+    emissions = stream(translator, OPENING_SOURCE)
+    assert " ".join(u for e in emissions for u in e.new_units) == expected
+    assert any(e.new_units for e in emissions[:-1])  # written while the source runs, not held to the end
+    assert (translator.stats.source_openings, translator.stats.source_openings_kept) == (banned, kept)
+    first_tokens = [tiny_lm.tokenizer.encode(text, add_special_tokens=False)[0] for text in openings]
+    assert len(set(first_tokens)) == len(openings)
+    # Each ban adds to the ones before it; once the translation has begun, or the ban was lifted, no draft has it.
+    assert [b for b in session.bans if b] == [tuple(first_tokens[:n]) for n in range(1, banned + 1)]
+    translator.reset()
+    assert translator.opening_bans == [] and translator.opening_kept == set()

@@ -72,9 +72,8 @@ def build_eval_set(args: argparse.Namespace, kind: str) -> data.EvalSet:
             raise ValueError("MCIF dev is English speech: --src-lang must be en")
         if kind == runs.TEXT:
             return data.mcif_text_set(args.tgt_lang, args.split, args.max_talks, args.data_dir, args.skip_talks)
-        _print("preparing the synthetic MCIF talks (espeak-ng; made once, then reused) ...")
         return data.mcif_speech_set(args.tgt_lang, args.split, args.cache.resolve(), args.max_talks, args.data_dir,
-                                     skip_talks=args.skip_talks)
+                                     skip_talks=args.skip_talks, announce=_print)
     if args.max_talks is not None or args.skip_talks:
         raise ValueError("--max-talks and --skip-talks choose talks of --dataset mcif-dev; your own files are used "
                          "whole: drop them, or cut the files")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,9 +159,11 @@ def mcif_text_set(target_lang: str, split: datasets.Split, max_talks: int | None
 
 
 def mcif_speech_set(target_lang: str, split: datasets.Split, cache: Path, max_talks: int | None = None,
-                    data_dir: Path | None = None, progress=None, skip_talks: int = 0) -> EvalSet:
+                    data_dir: Path | None = None, progress=None, skip_talks: int = 0,
+                    announce: Callable[[str], None] | None = None) -> EvalSet:
     """MCIF dev as synthetic long-form speech: the talks rebuilt with espeak-ng on their original timeline (made
-    once into `cache`, reused while the lines are the same)."""
+    once into `cache`, reused while the lines are the same). `announce` is told when the talks must be made, once
+    the lines are known to exist (an unknown target language fails before it)."""
     lines = mcif_lines(target_lang, split, max_talks, data_dir, skip_talks)
     segments = [{"wav": f"{l.talk}.wav", "offset": l.offset, "duration": l.duration} for l in lines]
     sources = [" ".join(l.source.split()) for l in lines]
@@ -171,6 +174,8 @@ def mcif_speech_set(target_lang: str, split: datasets.Split, cache: Path, max_ta
         return (built / "audio-segments.yaml").is_file()
 
     if not is_built(directory):
+        if announce is not None:
+            announce(f"preparing the synthetic MCIF talks of {directory.name} (espeak-ng; made once, then reused) ...")
         # Built in a staging folder of its own: two evaluations started at once both build the set, the first to
         # finish moves it into place, the other's identical copy is dropped.
         with staged_directory(directory) as staging:

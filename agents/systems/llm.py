@@ -29,6 +29,7 @@ from policies.degenerate import (
     final_budget,
     may_become_preamble,
     preamble_length,
+    replaces_opening_word,
     with_opened_quotation,
     without_closing_quote,
 )
@@ -46,7 +47,8 @@ from policies.units import (
 from policies.waitk import default_units_per_word, waitk_target_budget
 
 
-MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk does not grow memory
+MAX_KEPT_STEPS = 512
+BANNED, KEPT = "banned", "kept"  # `Step.source_opening`  # diagnostics kept per stream: bounded, so a one-hour talk does not grow memory
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,10 @@ class Step:
     `LLMTranslator.segment_preamble`) and the step is drafted again after it.
     floor_tokens: draft tokens a live step accepted past the gate's first rejected one because the wait-k floor
     (`waitk_floor`) asked for them (0 where the gate allowed as much, or there is no gate).
+    source_opening: BANNED where the segment's draft opened with the source's first word and went on in the target
+    language (`DraftGuard.opens_with_source_word`): its first token is banned from the segment's opening and the
+    step drafted again; KEPT where that redraft changed more than the word (`replaces_opening_word`): the ban is
+    lifted and the step drafted again as before; else empty.
     """
 
     prompt: TranslationPrompt | None
@@ -78,6 +84,7 @@ class Step:
     copied: bool = False
     preamble: str = ""  # the draft's introduction as the prompt carries it (`with_opened_quotation`), else empty
     floor_tokens: int = 0
+    source_opening: str = ""
 
     @property
     def degenerate(self) -> bool:
@@ -116,7 +123,9 @@ class PolicyStats:
     and final_retries_copied: live drafts, final drafts and retries that copied the source (a final draft keeps its
     copy where every retry copies too); preambles: segments whose translation opened with an introduction of the model's
     own ('Die Übersetzung auf Deutsch lautet: "'); floor_steps and floor_tokens: live steps where the wait-k floor
-    committed past where the gate stopped, and the draft tokens it accepted there.
+    committed past where the gate stopped, and the draft tokens it accepted there; source_openings: drafts that
+    opened the segment with the source's first word ("We | forniamo"), drafted again without it, and
+    source_openings_kept: those whose redraft changed more than that word, so the word stayed.
     """
 
     live_steps: int = 0
@@ -140,6 +149,8 @@ class PolicyStats:
     preambles: int = 0
     floor_steps: int = 0
     floor_tokens: int = 0
+    source_openings: int = 0
+    source_openings_kept: int = 0
     skipped: int = 0
 
     def add(self, step: "Step") -> None:
@@ -148,6 +159,10 @@ class PolicyStats:
             return
         if step.preamble:
             self.preambles += 1
+            return
+        if step.source_opening:
+            self.source_openings += step.source_opening == BANNED
+            self.source_openings_kept += step.source_opening == KEPT
             return
         if step.retry:
             self.final_retries += 1
@@ -197,6 +212,13 @@ class LLMTranslator(StreamingTranslator):
         # An introduction the segment's first draft opened with ('Die Übersetzung auf Deutsch lautet: "'): it stays
         # in the prompt, ahead of the target prefix, so the model goes on translating, and is never emitted.
         self.segment_preamble = ""
+        # First tokens the segment's translation may not open with: drafts that opened with the source's first word
+        # ("We | forniamo un metodo"); at most `copy_retries` of them. A first token whose redraft changed more than
+        # that word is kept (never banned again in the segment); `_replaced_opening` holds, while a redraft is
+        # made, the units of the draft it replaces.
+        self.opening_bans: list[int] = []
+        self.opening_kept: set[int] = set()
+        self._replaced_opening: list[str] | None = None
         self.steps: deque[Step] = deque(maxlen=MAX_KEPT_STEPS)
         self.stats = PolicyStats()  # this stream's, since reset
         self._logged_stats = PolicyStats()  # the part of `stats` already written to policy_log
@@ -208,10 +230,14 @@ class LLMTranslator(StreamingTranslator):
         self.source_words = []
         self.segment_start = 0
         self.segment_preamble = ""
+        self._new_segment_opening()
         self.steps.clear()
         self.stats = PolicyStats()
         self._logged_stats = PolicyStats()
         self._last_step_key = None
+
+    def _new_segment_opening(self) -> None:
+        self.opening_bans, self.opening_kept, self._replaced_opening = [], set(), None
 
     def _record(self, step: Step) -> None:
         self.steps.append(step)
@@ -248,6 +274,7 @@ class LLMTranslator(StreamingTranslator):
         self.source_words = []
         self.segment_start = len(self.emitted_units)
         self.segment_preamble = ""
+        self._new_segment_opening()
         self._last_step_key = None
         self._write_policy_log()
         return emission
@@ -279,7 +306,8 @@ class LLMTranslator(StreamingTranslator):
             return Emission()
         if final:
             budget = self._final_budget(prompt, target_prefix[len(self.segment_preamble):])
-            draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._translation_over)
+            draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._translation_over,
+                                       banned_first_tokens=self._opening_bans())
             accepted, scan = len(draft.tokens), None
         else:
             draft, accepted, scan = self._draft_and_accept(prompt, self.config.max_new_tokens, accessible)
@@ -297,6 +325,23 @@ class LLMTranslator(StreamingTranslator):
                                   preamble=self.segment_preamble))
                 self._last_step_key = None
                 return self._step(accessible, final)
+        if self._replaced_opening is not None:  # this draft replaces one that opened with the source's first word
+            replaced, self._replaced_opening = self._replaced_opening, None
+            if not replaces_opening_word(replaced, split_units(draft_text, self.target_unit)):
+                self.opening_kept.add(self.opening_bans.pop())  # it wrote another sentence: the word stays
+                self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, source_opening=KEPT))
+                self._last_step_key = None
+                return self._step(accessible, final)
+        if not self.segment_units and draft.tokens and draft.tokens[0] not in self.opening_kept \
+                and len(self.opening_bans) < self.config.copy_retries \
+                and self.guard.opens_with_source_word(self.segment_units, draft_text, source):
+            # The translation began with the word the model read first ("For | esempio"): drafted again, live or
+            # final, with that first token banned from the segment's opening, where the redraft replaces that word.
+            self.opening_bans.append(draft.tokens[0])
+            self._replaced_opening = split_units(draft_text, self.target_unit)
+            self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, source_opening=BANNED))
+            self._last_step_key = None
+            return self._step(accessible, final)
         usable, cut = self._usable_length(draft_text)
         if final or cut:
             # The draft is a translation up to `usable` (it ended, or what follows is no longer one); only a final
@@ -337,6 +382,12 @@ class LLMTranslator(StreamingTranslator):
             # model wrote one word, so it is emitted as one; the piece is no new word for a wait-k budget.
             return Emission(new_units=units[:1] + self._limit(units[1:], accessible, final), joins_last_unit=True)
         return Emission(new_units=self._limit(units, accessible, final))
+
+    def _opening_bans(self, prefix_units: Sequence[str] | None = None) -> tuple[int, ...]:
+        """The first tokens a draft after `prefix_units` (default: the segment's emitted units) may not be: the
+        segment's `opening_bans` while its translation has not begun, else none."""
+        prefix = self.segment_units if prefix_units is None else prefix_units
+        return () if prefix else tuple(self.opening_bans)
 
     def _final_budget(self, prompt: TranslationPrompt, target_prefix: str) -> int:
         """The final draft's budget, proportional to the source (`policies.degenerate.final_budget`)."""
@@ -390,7 +441,8 @@ class LLMTranslator(StreamingTranslator):
             prefix_units += split_units(kept, self.target_unit, continues=bool(prefix_units))
             target_prefix += kept
             prompt = self.prompts.build(source, target_prefix, map_source=False)
-            banned = (draft.tokens[kept_tokens], *(banned_first_tokens if attempt == 0 else ()))
+            banned = (draft.tokens[kept_tokens], *(banned_first_tokens if attempt == 0 else ()),
+                      *self._opening_bans(prefix_units))
             draft = self.session.draft(prompt.token_ids, budget, capture=False,
                                        stop=lambda d: self._translation_over(d, prefix_units),
                                        banned_first_tokens=banned)
@@ -517,7 +569,7 @@ class AlignAttTranslator(LLMTranslator):
             over = gate_over or self._text_over(text)
             return over and not (scanner.accepted_tokens and self._preamble_may_follow(text))
 
-        draft = self.session.draft(prompt.token_ids, budget, stop=stop)
+        draft = self.session.draft(prompt.token_ids, budget, stop=stop, banned_first_tokens=self._opening_bans())
         while not scanner.failed and len(scanner.decisions) < len(draft.tokens):
             scan_next(draft)
         accepted = scanner.accepted_tokens
@@ -557,7 +609,8 @@ class WaitkTranslator(LLMTranslator):
             over = len(split_units(text, self.target_unit)) > allowed or self._text_over(text)
             return over and not self._preamble_may_follow(text)
 
-        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
+        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop,
+                                   banned_first_tokens=self._opening_bans())
         if self.target_unit == "char":
             return draft, self._whole_tokens_within(draft, allowed), None
         return draft, len(draft.tokens), None
@@ -602,7 +655,8 @@ class LocalAgreementTranslator(LLMTranslator):
         window agrees on; the window keeps each hypothesis' units after what is committed."""
         draft = self.session.draft(prompt.token_ids, self._final_budget(prompt, join_units(self.segment_units,
                                                                                               self.target_unit)),
-                                   capture=False, stop=self._translation_over)
+                                   capture=False, stop=self._translation_over,
+                                   banned_first_tokens=self._opening_bans())
         text = self._decode(draft.tokens)
         text = text[: self._usable_length(text)[0]]
         # The last unit may go on, whether the budget cut it or the draft ended on a partial source ("zusammen"

@@ -206,19 +206,19 @@ class VLLMDecodeSession:
         With capture, one token more than the budget is sampled so that the last kept token is fed back and its
         query row exists; `stop(draft)` is applied to the growing draft afterwards, giving the same draft the
         transformers backend stops at (the decisions depend on earlier rows only). A draft whose first token may
-        not be one of `banned_first_tokens` takes that token from one request and the rest from a second; it
-        captures nothing (a final draft's retry needs no attention).
+        not be one of `banned_first_tokens` takes that token from one request and the rest from a second, which
+        feeds it as the prompt's last position; with capture that request's rows (every position fed) hold the first
+        token's query too, at the index a draft without a ban has it.
         """
         check_draft_request(prompt_ids, max_new_tokens, capture, self.heads is not None)
         prompt_ids = list(prompt_ids)
         if banned_first_tokens:
-            if capture:
-                raise ValueError("the vLLM backend drafts with banned first tokens only without capture")
             first = self.lm.first_token(prompt_ids, frozenset(banned_first_tokens))
-            tokens = [first]
-            if first not in self.lm.stop_token_ids and max_new_tokens > 1:
-                tokens += self.lm.generate(prompt_ids + [first], max_new_tokens - 1, None)[0]
-            rows = None
+            tokens, rows = [first], None
+            if first not in self.lm.stop_token_ids and (max_new_tokens > 1 or capture):
+                rest, rows = self.lm.generate(prompt_ids + [first], max_new_tokens - 1 + (1 if capture else 0),
+                                              self.heads if capture else None)
+                tokens += rest
         else:
             tokens, rows = self.lm.generate(prompt_ids, max_new_tokens + (1 if capture else 0),
                                             self.heads if capture else None)

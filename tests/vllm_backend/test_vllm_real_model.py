@@ -78,8 +78,10 @@ def test_alignatt_decisions_identical_to_the_transformers_backend_on_20_prompts(
 def test_drafts_with_a_banned_first_token_equal_the_transformers_backend(backends_pair):
     """The retry of a final draft after a degenerate cut (agents/systems/llm.py) bans the token its cut part began
     with: vLLM takes the first token from one request's top log-probabilities, transformers masks its logits
-    (tested against a full forward in tests/test_banned_first_tokens.py); both draft the same, and a capturing
-    draft with a ban is refused clearly."""
+    (tested against a full forward in tests/test_banned_first_tokens.py); both draft the same. A capturing draft
+    with a ban (a segment's opening drafted again without the source's first word, on a live AlignAtt step) feeds
+    the first token in the second request: its rows equal eager attention over the same tokens, the first one's
+    included."""
     _, heads, hf_lm, vllm_lm, _ = backends_pair
     builder = PromptBuilder(vllm_lm.tokenizer, "en", "de")
     for words in SOURCES[:6]:
@@ -89,5 +91,13 @@ def test_drafts_with_a_banned_first_token_equal_the_transformers_backend(backend
             on_vllm = vllm_lm.session(heads.heads).draft(prompt_ids, 12, capture=False, banned_first_tokens=banned)
             on_hf = hf_lm.session(None).draft(prompt_ids, 12, capture=False, banned_first_tokens=banned)
             assert on_vllm.tokens == on_hf.tokens and on_vllm.tokens[0] not in banned
-    with pytest.raises(ValueError, match="banned first tokens only without capture"):
-        vllm_lm.session(heads.heads).draft(prompt_ids, 12, banned_first_tokens=[greedy[0]])
+    for words in SOURCES[:3]:
+        prompt = builder.build(words, "")
+        banned = [hf_lm.session(None).draft(prompt.token_ids, 1, capture=False).tokens[0]]
+        draft = vllm_lm.session(heads.heads).draft(prompt.token_ids, 12, banned_first_tokens=banned)
+        assert draft.tokens == hf_lm.session(None).draft(prompt.token_ids, 12, capture=False,
+                                                         banned_first_tokens=banned).tokens
+        replayed = draft.source_attention(prompt.source_positions)
+        reference = eager_source_attention(hf_lm.model, prompt.token_ids + draft.tokens, heads.heads,
+                                           list(draft.positions), prompt.source_positions)
+        assert replayed.shape[0] == len(draft.tokens) and (replayed - reference).abs().max().item() < 1e-4
