@@ -1,5 +1,6 @@
 """Read the hypotheses of `simulagents eval` runs, not only their scores: length against the references, empty
-lines, loops, repeated clauses, copied source runs and sentence periods inside a sentence, one line per run of an
+lines, loops, repeated clauses, copied source runs, lines that open with their source's first word ("We | forniamo")
+and sentence periods inside a sentence, one line per run of an
 OUT folder (text runs: SimulEval's instances; speech runs: the output resegmented onto the reference lines by
 OmniSTEval).
 
@@ -13,7 +14,7 @@ import re
 from pathlib import Path
 
 from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
-from policies.degenerate import PUNCTUATION_KEY, comparison_key
+from policies.degenerate import PUNCTUATION_KEY, comparison_key, opens_with_source_word
 from policies.units import split_units, target_unit_for
 
 WORD = re.compile(r"[\w']+")
@@ -68,7 +69,8 @@ def describe(run: Path) -> str:
     """One line on a run's hypotheses; lengths in the target's units (Chinese: characters, OmniSTEval's and
     SimulEval's latency unit; references of Chinese speech runs have no spaces, so words would not compare)."""
     hypotheses, references, sources = run_lines(run)
-    unit = target_unit_for(json.loads((run / "result.json").read_text())["target_lang"])
+    result = json.loads((run / "result.json").read_text())
+    unit = target_unit_for(result["target_lang"])
     length = sum(len(split_units(h, unit)) for h in hypotheses) / max(
         1, sum(len(split_units(r, unit)) for r in references))
     counts = {
@@ -76,6 +78,9 @@ def describe(run: Path) -> str:
         "loops": sum(loops(h, unit) for h in hypotheses),
         "repeated clauses": sum(repeats_clause(h, s, unit) for h, s in zip(hypotheses, sources)),
         "copied source (4+ words)": sum(copies_source(h, s) for h, s in zip(hypotheses, sources)),
+        "open with the source's first word": sum(
+            opens_with_source_word([], split_units(h, unit), s.split(), result.get("source_lang", "en"),
+                                   result["target_lang"]) for h, s in zip(hypotheses, sources)),
         "period inside a sentence": sum(bool(PERIOD_INSIDE.search(h)) and not PERIOD_INSIDE.search(s)
                                         for h, s in zip(hypotheses, sources)),
     }

@@ -53,3 +53,12 @@ def test_a_clause_said_twice_with_words_between_is_a_repeated_clause_unless_the_
     assert repeats_clause("我们训练了这个模型，然后我们训练了这个模型", "we trained the model and then", "char")
     assert not repeats_clause("我们训练了这个模型，然后使用它", "we trained the model and then", "char")
     assert not repeats_clause("das das das das das das das", source)  # overlapping copies are a loop, not this
+
+
+def test_lines_that_open_with_their_sources_first_word_are_counted(tmp_path):
+    """"We | müssen …": the source's first word, an English-only function word, in front of a German line."""
+    run = offline_run(tmp_path / "de", "de", ["We müssen das Modell trainieren.", "Wir müssen es testen.",
+                                              "Google bietet ein Modell an."],
+                      ["Wir müssen das Modell trainieren.", "Wir müssen es testen.", "Google bietet ein Modell an."],
+                      ["We need to train the model.", "We need to test it.", "Google offers a model."])
+    assert "open with the source's first word 1" in describe(run)
