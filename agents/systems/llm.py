@@ -47,8 +47,8 @@ from policies.units import (
 from policies.waitk import default_units_per_word, waitk_target_budget
 
 
-MAX_KEPT_STEPS = 512
-BANNED, KEPT = "banned", "kept"  # `Step.source_opening`  # diagnostics kept per stream: bounded, so a one-hour talk does not grow memory
+MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk does not grow memory
+BANNED, KEPT = "banned", "kept"  # the values of `Step.source_opening`
 
 
 @dataclass(frozen=True)
