@@ -918,6 +918,30 @@ def test_no_live_step_commits_a_draft_that_opens_in_the_source_language(tiny_lm,
     assert emissions[0].new_units == ("God's", "love")  # all but the draft's last unit
 
 
+def test_no_live_step_commits_the_source_language_words_before_a_copy(tiny_lm):
+    """`make demo` on a Zen 4 (2026-12-05): at 2 s Whisper heard "God's Mourning everyone and thank you", four of
+    those words accessible, and the 0.5B model drafted "God's love everyone and thank you for coming.". The copy rule
+    finds its run ("everyone and thank you") at the third unit, so "God's love" was committed before it and the line
+    stayed English. A draft that opens the segment in the source language ("and") commits nothing, whether or not
+    it also copies a run."""
+    heard = "God's Mourning everyone and thank you".split()
+    english = "God's love everyone and thank you for coming."
+    session = SourceLanguageSession(tiny_lm.tokenizer, heard, english, "Guten Morgen allerseits, danke fürs Kommen.",
+                                    english_until=100)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    config = AlignAttConfig(border=1000, max_new_tokens=60, copy_guard_words=4, language_turn_words=0)
+    translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
+    translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+        (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    translator.reset()
+    words = [SourceWord(word, end_time=0.3 * (index + 1)) for index, word in enumerate(heard)]
+    emission = translator.revise(words, now=1.25)  # words ended by 1.2 s: four accessible
+    step = translator.steps[-1]
+    assert (step.accessible_words, step.final, step.draft_text) == (4, False, english)
+    assert translator.guard.copy_length([], english, heard) == len("God's love")  # the run starts at "everyone"
+    assert step.copied and step.committed_text == "" and emission.new_units == ()
+
+
 class RankedOpeningsSession:
     """Stands in for a model session (a fake: it opens with the source's first word on purpose, as the 0.5B model
     did in 1% of lines: "We | forniamo un metodo"): `openings` are whole translations in the order greedy decoding

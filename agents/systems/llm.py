@@ -355,11 +355,11 @@ class LLMTranslator(StreamingTranslator):
         committed = draft_text[:committed_length]
         # A copy shows in the draft's words after the committable part too ("needed for a | good" read in full).
         copied = self._copy_length(draft_text[:usable])
-        if copied is None and not final and self.guard.opens_in_source_language(self.segment_units,
-                                                                                 draft_text[:usable]):
-            # Nothing of it is committed while the source runs: a later draft, seeing more, may be a translation
-            # ("God's love is" -> "Hallo, alle und vielen Dank"). A final draft that still opens so is kept: made
-            # again with another first token it wrote worse lines (docs/alignatt4llm_quality.md).
+        if not final and self.guard.opens_in_source_language(self.segment_units, draft_text[:usable]):
+            # Nothing of it is committed while the source runs, not even the words before a copy it goes on to
+            # ("God's love | everyone and thank you"): a later draft, seeing more, may be a translation ("God's love
+            # is" -> "Hallo, alle und vielen Dank"). A final draft that still opens so is kept: made again with
+            # another first token it wrote worse lines (docs/alignatt4llm_quality.md).
             copied = 0
         if copied is not None:
             copied = min(copied, len(committed))
