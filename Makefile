@@ -10,7 +10,7 @@ LLAMA_CPP_PIN := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)
 NO_AMX := $(if $(filter x86_64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install demo test test-fast gpu-check comet-env vllm-env embedded-1.5b clean
+.PHONY: install demo test test-fast gpu-check image-check comet-env vllm-env embedded-1.5b clean
 
 install: $(VENV)/.installed
 
@@ -63,6 +63,11 @@ test:
 # interpreter with a CUDA vLLM (VLLM_PYTHON=...).
 gpu-check: install
 	$(PY) benchmarks/gpu_check.py
+
+# The submission images built and driven as the organizers drive them (docker/image_check.py; podman or docker must be
+# installed: on these machines ../shared/tools/oci-local-base). Not part of `make test`: about an hour on 2 cores.
+image-check: install
+	$(PY) docker/image_check.py $(IMAGE_CHECK_FLAGS)
 
 test-fast: install
 	$(PYTEST) -m "not real_model and not harness"

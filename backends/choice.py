@@ -9,6 +9,9 @@ from common.weights import WeightLoad
 
 
 def _load_hf(model: str, dtype: str, device: str, compiled: bool):
+    from backends.torch_runtime import require_torch
+
+    require_torch("backend: hf (transformers)")
     from backends.hf.lm import CausalLM
 
     return CausalLM.load(model, dtype=dtype, device=device, compiled=compiled)

@@ -15,16 +15,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from transformers import (
-    MODEL_FOR_CAUSAL_LM_MAPPING,
-    AutoConfig,
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from backends.sources import (
     SOURCE_MARKER,
@@ -35,6 +28,10 @@ from backends.sources import (
     local_snapshot,
     staged_directory,
 )
+
+if TYPE_CHECKING:  # torch and the model classes are imported where weights load: serving on llama.cpp needs neither
+    import torch
+    from transformers import PreTrainedModel
 
 
 @dataclass(frozen=True)
@@ -85,7 +82,7 @@ def embedded_spec(spec: str) -> str:
 
 
 HF_REPO_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = ("float32", "bfloat16", "float16")  # the dtypes every torch backend accepts by name
 # "int8": float32 weights loaded, then every Linear quantized to int8 with dynamic (per-batch) activation scales.
 # CPU only; on 2 cores it decodes the 0.5B embedded model ~2.5x faster than bfloat16 (benchmarks/cascade_rtf.py).
 QUANTIZED_DTYPES = ("int8",)
@@ -194,7 +191,9 @@ def load_causal_lm(
     if quantize and device != "cpu":
         raise ModelLoadError(f"dtype {dtype!r} (dynamic int8 quantization) runs on the CPU only; use bfloat16 or "
                              f"float16 on {device!r}")
-    torch_dtype = torch.float32 if quantize else _torch_dtype(dtype)
+    import torch
+
+    torch_dtype = torch.float32 if quantize else torch_dtype_of(dtype)
     path = resolve_model(spec)
     tokenizer = load_tokenizer(spec, path, require_chat_template)
     try:
@@ -244,6 +243,8 @@ def stream_tokenizer(tokenizer):
 
 def quantize_linear_int8(model: torch.nn.Module) -> None:
     """Replace every nn.Linear of `model` in place by torch's dynamically quantized int8 Linear."""
+    import torch
+
     import warnings
 
     with warnings.catch_warnings():  # torch flags the quantized-tensor API as deprecated; it still works in 2.13
@@ -252,6 +253,8 @@ def quantize_linear_int8(model: torch.nn.Module) -> None:
 
 
 def _load_model(path: Path, dtype: torch.dtype, attn_implementation: str) -> PreTrainedModel:
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoModelForCausalLM
+
     """The causal LM in `path`: the text decoder alone for the multimodal model types in TEXT_DECODER_MODEL_TYPES."""
     config = AutoConfig.from_pretrained(path)
     if attn_implementation == "sdpa" and getattr(config.get_text_config(decoder=True), "attn_logit_softcapping", None):
@@ -336,15 +339,52 @@ def _embedded_part_paths(model: EmbeddedModel) -> list[Path]:
             for name in model.part_modules]
 
 
-def _resolve_gguf_file(gguf_path: Path) -> Path:
+def _gguf_file_source(gguf_path: Path) -> tuple[Path, str, dict]:
+    """A GGUF file's resolved path, a fingerprint of its path, size and modification time, and the source marker
+    of what is converted from it."""
     gguf_path = gguf_path.resolve()
     stat = gguf_path.stat()
     fingerprint = hashlib.sha256(f"{gguf_path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    return gguf_path, fingerprint, {"source": str(gguf_path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _resolve_gguf_file(gguf_path: Path) -> Path:
+    gguf_path, fingerprint, source = _gguf_file_source(gguf_path)
     out_dir = cache_dir() / "hf" / f"{gguf_path.stem}-{fingerprint}"
-    source = {"source": str(gguf_path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     if _is_converted(out_dir, source):
         return out_dir
     return _convert_gguf(gguf_path, out_dir, source)
+
+
+def resolve_tokenizer(spec: str) -> Path:
+    """A directory `AutoTokenizer` loads `spec`'s tokenizer from. A GGUF model's (embedded, or a .gguf file) is its
+    tokenizer alone, saved once into the cache: llama.cpp runs the GGUF itself, so no weight is dequantised, and a
+    prepared cache serves without torch (transformers reads a GGUF's tokenizer only with torch installed). Any other
+    model's is its own directory."""
+    model = embedded_model(spec)
+    path = Path(spec).expanduser()
+    if model is not None:
+        out_dir = cache_dir() / "tokenizers" / model.name
+        source = {"source": model.spec, "sha256": model.gguf_sha256, "size": model.gguf_size}
+        if not _is_converted(out_dir, source):
+            _save_gguf_tokenizer(_assembled_gguf(model), out_dir, source)
+        return out_dir
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        gguf_path, fingerprint, source = _gguf_file_source(path)
+        out_dir = cache_dir() / "tokenizers" / f"{gguf_path.stem}-{fingerprint}"
+        if not _is_converted(out_dir, source):
+            _save_gguf_tokenizer(gguf_path, out_dir, source)
+        return out_dir
+    return resolve_model(spec)
+
+
+def _save_gguf_tokenizer(gguf_path: Path, out_dir: Path, source: dict) -> None:
+    tokenizer = _load_gguf_tokenizer(gguf_path)
+    with staged_directory(out_dir) as staging:
+        tokenizer.save_pretrained(staging)
+        _check_chat_template_survived(tokenizer, staging, gguf_path)
+        (staging / SOURCE_MARKER).write_text(json.dumps(source, indent=2))
+        install_directory(staging, out_dir, lambda built: _is_converted(built, source))
 
 
 def _resolve_hf_cache(repo_id: str) -> Path:
@@ -368,6 +408,9 @@ def _is_converted(out_dir: Path, source: dict) -> bool:
 
 def _convert_gguf(gguf_path: Path, out_dir: Path, source: dict) -> Path:
     """Dequantise `gguf_path` into an HF directory at `out_dir` (built aside, then renamed into place)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
     model, tokenizer = _load_gguf(gguf_path)
     config = model.config
     # The GGUF loader leaves quantization_config (quant_method "gguf") in the config: saved, it would make every
@@ -397,14 +440,11 @@ def _convert_gguf(gguf_path: Path, out_dir: Path, source: dict) -> Path:
 
 
 def _load_gguf(gguf_path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = _load_gguf_tokenizer(gguf_path)
     try:
-        importlib.import_module("gguf")
-    except ImportError as err:
-        raise ModelLoadError(
-            f"reading {gguf_path} needs the gguf package: pip install gguf (or {EMBEDDED_MODELS[0].install_hint})"
-        ) from err
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
     except Exception as err:  # the GGUF readers raise anything from ValueError to struct errors on bad files
         raise ModelLoadError(
@@ -412,6 +452,24 @@ def _load_gguf(gguf_path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBas
             f"{err}). Check the file is a complete GGUF of an architecture transformers supports."
         ) from err
     return model, tokenizer
+
+
+def _load_gguf_tokenizer(gguf_path: Path) -> PreTrainedTokenizerBase:
+    for module in ("gguf", "torch"):  # transformers' GGUF reader imports both
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            fix = (f"pip install gguf (or {EMBEDDED_MODELS[0].install_hint})" if module == "gguf" else
+                   "install torch, or prepare the cache where torch is installed (docker/prepare_weights.py does "
+                   "it for the presets of the container images) and run with that cache (SIMULAGENTS_CACHE)")
+            raise ModelLoadError(f"reading {gguf_path} needs the {module} package: {fix}") from err
+    try:
+        return AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    except Exception as err:  # the GGUF readers raise anything from ValueError to struct errors on bad files
+        raise ModelLoadError(
+            f"cannot convert {gguf_path}: transformers could not read its tokenizer ({type(err).__name__}: {err}). "
+            "Check the file is a complete GGUF of an architecture transformers supports."
+        ) from err
 
 
 def _check_chat_template_survived(original: PreTrainedTokenizerBase, saved_dir: Path, gguf_path: Path) -> None:
@@ -431,10 +489,13 @@ def _skip_weight_init() -> Iterator[None]:
         yield
 
 
-def _torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
+def torch_dtype_of(dtype: str | torch.dtype) -> torch.dtype:
+    """The torch dtype a DTYPES name (or a torch.dtype) stands for."""
+    import torch
+
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype in DTYPES:
-        return DTYPES[dtype]
+        return getattr(torch, dtype)
     raise ModelLoadError(f"unknown dtype {dtype!r}; use one of {', '.join((*DTYPES, *QUANTIZED_DTYPES))} or a "
                          "torch.dtype")

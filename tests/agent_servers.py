@@ -30,15 +30,16 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_server(arguments: list[str], log: Path, startup_seconds: float = 60, describe: str = "the server",
-                   port: int | None = None):
-    """`python -m agents.simulstream_cli *arguments --host 127.0.0.1 --port P` on `port` (default: a free one);
+                   port: int | None = None, module: str = "agents.simulstream_cli"):
+    """`python -m MODULE *arguments --host 127.0.0.1 --port P` on `port` (default: a free one; MODULE: our
+    `simulstream` command, or tests/without_torch.py);
     yields P once it accepts connections and stops the server on exit. Its output goes to `log` (a pipe nobody reads would block a
     talkative server); a server that exits early fails the test with that output."""
     port = port or free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])}
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as output:
-        server = subprocess.Popen([sys.executable, "-m", "agents.simulstream_cli", *arguments, "--host", "127.0.0.1",
+        server = subprocess.Popen([sys.executable, "-m", module, *arguments, "--host", "127.0.0.1",
                                    "--port", str(port)], cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT,
                                   text=True)
     try:

@@ -1,6 +1,8 @@
-"""The Docker kits in docker/, checked outside a container (no Docker daemon can be reached here): hadolint lints
-both Dockerfiles, their commands are our HTTP server command, the GPU preset serves the four IWSLT 2026 directions,
-and the build step that finds the weights works for the CPU image and names what is missing for the GPU one."""
+"""The Docker kits in docker/, checked outside a container (the images themselves are built and driven by
+`make image-check`, docker/image_check.py, not in CI): hadolint lints both Dockerfiles, their commands are our HTTP
+server command, the GPU preset serves the four IWSLT 2026 directions, the images' pinned requirements are what
+pyproject.toml admits, and the build step that prepares the weights works for the CPU image (keeping only what its
+presets run) and names what is missing for the GPU one."""
 from __future__ import annotations
 
 import json
@@ -67,7 +69,7 @@ def run_prepare_weights(*presets: str, **env: str) -> subprocess.CompletedProces
 def test_the_weights_build_step_finds_the_cpu_weights(embedded_model_path):
     result = run_prepare_weights("eval_configs/alignatt4llm_cpu.yaml", "eval_configs/alignatt4llm_cpu_low.yaml")
     assert result.returncode == 0, result.stderr
-    assert "model -> " in result.stdout and "asr_model -> " in result.stdout
+    assert "tokenizer -> " in result.stdout and "asr_model -> " in result.stdout
     gguf = next(line for line in result.stdout.splitlines() if "cpu_low.yaml: gguf_weights -> " in line)
     assert gguf.endswith((".bf16.gguf", ".q8_0.gguf")) and Path(gguf.split(" -> ")[1]).is_file(), gguf
 
@@ -89,3 +91,49 @@ def test_the_shipped_server_and_proxy_configs_match_the_container_command():
     proxy = yaml.safe_load((REPO / "docker" / "http_proxy.yaml").read_text())
     assert proxy["port"] == args.port and proxy["type"].endswith("HttpProxySpeechProcessor")
     assert (proxy["detokenizer_type"], proxy["latency_unit"]) == ("simuleval", "char")  # as our presets
+
+
+def pins(path: Path) -> dict[str, str]:
+    """{name: version} of a requirements file's `name==version` lines."""
+    lines = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
+    return dict(line.split("==") for line in lines if line)
+
+
+def pyproject_requirements() -> list:
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = [entry for group in project["optional-dependencies"].values() for entry in group]
+    return [Requirement(entry) for entry in [*project["dependencies"], *extras]]
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_the_images_pins_are_what_pyproject_admits(kind):
+    from packaging.utils import canonicalize_name
+
+    pinned = pins(REPO / "docker" / f"requirements-{kind}.txt")
+    if kind == "cpu":  # installed with --no-deps in the Dockerfile: its pin must be pyproject's too
+        pinned |= dict(line.split("==") for line in DOCKERFILES["cpu"].read_text().split()
+                       if line.startswith("simulstream=="))
+    requirements = pyproject_requirements()
+    for name, version in pinned.items():
+        specifiers = [r.specifier for r in requirements if canonicalize_name(r.name) == canonicalize_name(name)]
+        assert specifiers, f"{name} is pinned for the {kind} image but pyproject.toml does not require it"
+        assert all(spec.contains(version, prereleases=True) for spec in specifiers), (name, version, specifiers)
+    assert "torch" not in pinned and "simulstream" in pinned
+
+
+@pytest.mark.real_model
+def test_the_weights_build_step_prunes_what_the_presets_do_not_run(embedded_model_path, tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "gguf").mkdir(parents=True)
+    (cache / "gguf" / "stale.q4_0.gguf").write_bytes(b"GGUF")
+    (cache / "hf" / "old-conversion").mkdir(parents=True)
+    result = run_prepare_weights("--prune", "eval_configs/alignatt4llm_cpu.yaml", SIMULAGENTS_CACHE=str(cache))
+    assert result.returncode == 0, result.stderr
+    used = {Path(line.split(" -> ")[1]) for line in result.stdout.splitlines() if " -> " in line}
+    left = {path for kind in cache.iterdir() for path in kind.iterdir()}
+    assert left == used  # the GGUF it runs, the tokenizer, Whisper: not the joined source GGUF, nothing stale
+    assert not any(path.name == "qwen2.5-coder-0.5b-instruct.gguf" for path in left)

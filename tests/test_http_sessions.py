@@ -69,3 +69,22 @@ def test_malformed_requests_are_answered_with_what_is_wrong(fake_server):
     assert code == 404 and "no route POST /translate" in body
     post(port, "clear", json.dumps({"session_id": "s"}).encode())
     assert words(proxy(port)) == ["w1"]  # the server still serves
+
+
+def test_health_says_how_many_processors_are_free_and_needs_no_body(fake_server):
+    import json
+    import urllib.request
+
+    port = fake_server("--pool-size", "2")
+
+    def health() -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
+            assert response.status == 200
+            return json.loads(response.read())
+
+    assert health() == {"status": "ok", "pool_size": 2, "free": 2}
+    session = proxy(port)
+    words(session)
+    assert health()["free"] == 1  # a session holds its processor until it clears
+    session.clear()
+    assert health()["free"] == 2

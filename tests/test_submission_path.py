@@ -95,7 +95,7 @@ def test_the_simulstream_command_with_no_config_runs_the_embedded_default(talk, 
 
 
 @contextlib.contextmanager
-def served(*later_flags: str, log: Path):
+def served(*later_flags: str, log: Path, module: str = "agents.simulstream_cli"):
     """The CPU container's command (docker/Dockerfile.cpu: the package's HTTP server, simulstream's session manager
     and handler, pool of one), run here with later flags putting it on 127.0.0.1 and a free port; yields the port.
     The server's output goes beside `log` (its metrics log) as server.log."""
@@ -104,7 +104,7 @@ def served(*later_flags: str, log: Path):
     command = container_command("cpu")
     assert command[0] == "simulstream"
     with running_server([*command[1:], *later_flags, "--metrics-log", str(log)], log.parent / "server.log",
-                        startup_seconds=300, describe="the HTTP server") as port:
+                        startup_seconds=300, describe="the HTTP server", module=module) as port:
         yield port
 
 
@@ -141,6 +141,19 @@ def test_served_over_http_the_text_equals_the_in_process_run_and_the_log_scores(
     ca = float(scores["LongAL (CA)"])
     assert 0 < cu <= ca  # the computation (and the HTTP round trips) count in CA
     assert float(next(v for k, v in scores.items() if k.startswith("BLEU"))) > 0
+
+
+def test_the_cpu_container_command_serves_without_torch(talk, reference_text, tmp_path):
+    """The CPU image has no torch (docker/requirements-cpu.txt): its command, in a process that cannot import torch,
+    serves the same text. (The weights are prepared by the in-process reference run, as the image's build does.)"""
+    proxy_log = tmp_path / "client" / "metrics.jsonl"
+    proxy_log.parent.mkdir()
+    with served(log=tmp_path / "server" / "metrics.jsonl", module="without_torch") as port:
+        proxy = proxy_config(proxy_log.parent, port)
+        run([BIN / "simulstream_inference", "--speech-processor-config", proxy, "--wav-list-file", talk / "wavs.txt",
+             "--src-lang", "English", "--tgt-lang", "German", "--metrics-log-file", proxy_log])
+    assert final_text(proxy_log, proxy) == reference_text
+    assert "PyTorch was not found" in (tmp_path / "server" / "server.log").read_text()  # it really ran without
 
 
 def test_four_sessions_at_once_each_give_the_text_of_a_single_stream(talk, reference_text, tmp_path):

@@ -160,7 +160,7 @@ def floored_translator(tiny_lm, monkeypatch, translator_class, floor: int, heard
     """AlignAtt (or wait-k with k = `floor`) over a fake session that drafts the whole of FLOOR_TRANSLATION every
     step, with fake attention rows that let the gate accept the draft's tokens up to the text `heard` and no more."""
     import torch
-    from backends.hf.lm import Draft
+    from backends.draft import Draft
 
     session = ScriptedDraftSession(tiny_lm.tokenizer, {" ".join(SENTENCE[:n]): FLOOR_TRANSLATION
                                                        for n in range(1, len(SENTENCE) + 1)})
@@ -236,7 +236,7 @@ class ScriptedDraftSession:
         pass
 
     def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
-        from backends.hf.lm import Draft
+        from backends.draft import Draft
 
         assert not banned_first_tokens, "the scripted translations never open with a source word"
         prompt = self.tokenizer.decode(prompt_ids)
@@ -402,7 +402,7 @@ class RankedScriptSession:
         pass
 
     def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
-        from backends.hf.lm import Draft
+        from backends.draft import Draft
 
         prefix = self.tokenizer.decode(prompt_ids).rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
         self.calls.append((prefix, tuple(banned_first_tokens)))
@@ -513,7 +513,7 @@ def test_the_policy_log_counts_each_gate_rule_that_fired_apart():
     import typing
 
     from agents.systems.llm import PolicyStats, Step
-    from backends.hf.lm import Draft
+    from backends.draft import Draft
     from policies.alignatt import FailureReason, ScanResult, TokenDecision
 
     stats = PolicyStats()
@@ -537,7 +537,7 @@ def test_eval_counts_drafts_that_ended_their_line_apart_from_degenerate_ones(tmp
     from agents.evaluation.runs import POLICY_LOG
     from agents.evaluation.scoring import policy_scores
     from agents.systems.llm import PolicyStats, Step
-    from backends.hf.lm import Draft
+    from backends.draft import Draft
     from policies.degenerate import ECHO, LINE_BREAK, LOOP
 
     stats = PolicyStats()
@@ -664,7 +664,7 @@ def read_and_target(prompt: str, source: list[str]) -> tuple[int, str]:
 def scripted_draft(tokenizer, prompt_ids, prefix: str, text: str, max_new_tokens: int, stop):
     """The Draft a fake session writes: the tokens of `text` after the prompt's target `prefix`, one at a time, until
     the budget or `stop` ends it (finished when the text ran out)."""
-    from backends.hf.lm import Draft
+    from backends.draft import Draft
 
     assert text.startswith(prefix), f"the prompt's target {prefix!r} is not the model's text {text!r}"
     draft = Draft(prompt_length=len(prompt_ids))
@@ -743,7 +743,7 @@ def test_a_policy_drafts_on_past_its_first_words_while_they_may_be_an_introducti
     policies now draft on while the opening may still become one (a fake session; for AlignAtt fake attention rows,
     finite for the first six draft tokens, 'Ecco la tradu', then not, so the gate rejects the seventh)."""
     import torch
-    from backends.hf.lm import Draft
+    from backends.draft import Draft
 
     preamble = "Ecco la traduzione:\n"  # the test tokenizer has no "\n\n" token
     session = PreambleSession(tiny_lm.tokenizer, preamble, "Iniziamo subito adesso.", quote='"')

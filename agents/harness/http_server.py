@@ -6,7 +6,8 @@ It is simulstream's own code: its `SpeechProcessorSessionManager` (a pool of pro
 cleared after the TTL) and its `HttpSpeechProcessorHandler` (one route per `SpeechProcessor` method). The handler is
 subclassed only to answer what the original lets escape: a session beyond the pool (503), a bad language or chunk
 (400: a waveform that is not float32 audio in [-1, 1] is refused before it reaches the model), an unknown route
-(404), an exception in a processor (500) - each naming the problem.
+(404), an exception in a processor (500) - each naming the problem; and to add `GET /health` for a container's
+HEALTHCHECK.
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ class ErrorAnsweringHandler(HttpSpeechProcessorHandler):
             self._send_error(HTTPStatus.NOT_FOUND, f"no route {self.command} /{route}")
             return
         try:
-            arguments = self._read_json()
+            arguments = self._read_json() if int(self.headers.get("Content-Length") or 0) else {}
         except (ValueError, UnicodeDecodeError) as error:
             self._send_error(HTTPStatus.BAD_REQUEST, f"the body of {self.command} /{route} is not JSON: {error}")
             return
@@ -96,6 +97,13 @@ class ErrorAnsweringHandler(HttpSpeechProcessorHandler):
             LOGGER.exception("%s /%s failed", self.command, route)
             self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR,
                              f"{self.command} /{route} failed: {type(error).__name__}: {error}")
+
+    def get_health(self):
+        """Readiness for a container's HEALTHCHECK (not a simulstream route): the server listens only once its
+        processors are loaded; the body says how many are free for a new session."""
+        manager = self.speech_processor_manager
+        self._send_json_response(HTTPStatus.OK, {"status": "ok", "pool_size": manager.size,
+                                                 "free": manager.available.qsize()})
 
     def post_process_chunk(self, session_id, waveform):
         """simulstream's route, with the waveform checked to be float32 audio before it reaches the processor."""

@@ -9,14 +9,16 @@ import json
 from abc import abstractmethod
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
 
 from common.stream import Emission, SourceWord
 from agents.core import StreamingTranslator
 from agents.systems.config import AlignAttConfig, LLMTranslatorConfig, LocalAgreementConfig, WaitkConfig
 from backends.choice import load_lm
 from backends.heads import HeadSet, default_heads, load_heads
-from backends.hf.lm import CausalLM, Draft
+from backends.draft import Draft
 from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt, language_name
 from backends.models import stream_tokenizer
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
@@ -45,6 +47,9 @@ from policies.units import (
     target_unit_for,
 )
 from policies.waitk import default_units_per_word, waitk_target_budget
+
+if TYPE_CHECKING:  # any runtime's LM: backends.hf.lm, backends.llama_cpp.lm, backends.vllm.lm
+    from backends.hf.lm import CausalLM
 
 
 MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk does not grow memory
@@ -557,7 +562,7 @@ class AlignAttTranslator(LLMTranslator):
         def scan_next(draft: Draft) -> bool:
             """Push the first unscanned row; True once a token is rejected."""
             index = len(scanner.decisions)
-            row = draft.source_attention(prompt.source_positions, index, index + 1)[0].numpy()
+            row = np.asarray(draft.source_attention(prompt.source_positions, index, index + 1)[0])
             return scanner.push(row).failure is not None
 
         def stop(draft: Draft) -> bool:

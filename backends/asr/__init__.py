@@ -18,6 +18,9 @@ def _load_whisper(model: str, device: str, window: str, threads: int) -> SpeechR
 
 
 def _load_qwen3(model: str, aligner: str, device: str, dtype: str, compiled: bool) -> SpeechRecognizer:
+    from backends.torch_runtime import require_torch
+
+    require_torch("asr: qwen3 (Qwen3-ASR)")
     from backends.asr.qwen3 import Qwen3Recognizer
 
     return Qwen3Recognizer.load(model, aligner, device=device, dtype=dtype, compiled=compiled)

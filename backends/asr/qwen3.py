@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from backends.asr.base import SAMPLE_RATE, RecognizerError, SpeechRecognizer, new_tokens_after_prefix
-from backends.models import DTYPES  # the dtypes every torch backend accepts by name
+from backends.models import DTYPES, torch_dtype_of
 from backends.sources import local_snapshot
 from common.stream import TimedWord
 
@@ -283,7 +283,7 @@ def _ordered_words(
 def _torch_dtype(dtype: str) -> torch.dtype:
     if dtype not in DTYPES:
         raise RecognizerError(f"unknown dtype {dtype!r} for Qwen3-ASR; use one of {', '.join(DTYPES)}")
-    return DTYPES[dtype]
+    return torch_dtype_of(dtype)
 
 
 def _checked_device(device: str) -> str:

@@ -16,9 +16,10 @@ import numpy as np
 import torch
 
 from backends.heads import HeadSet, save_heads
-from backends.hf.capture import RECORDER_KWARG, QKRecorder
+from backends.hf.capture import RECORDER_KWARG
 from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt
-from backends.hf.replay import replay_attention
+from backends.recorder import QKRecorder
+from backends.replay import replay_attention
 
 if TYPE_CHECKING:  # only for annotations: calibration reads the pairs' fields, it does not load data
     from backends.hf.lm import CausalLM

@@ -54,10 +54,12 @@ def weights_file(spec: str, weight_type: str = "") -> Path:
     "auto": bf16 where this CPU and this llama.cpp build have bf16 kernels, else q8_0), made once into the cache."""
     from backends.cpu import preferred_gguf_weights
 
-    gguf_path = gguf_path_for(spec)
     if weight_type == AUTO_WEIGHTS:
         weight_type = preferred_gguf_weights(build_features=build_features())
-    return requantized_gguf(gguf_path, weight_type) if weight_type else gguf_path
+    if not weight_type:
+        return gguf_path_for(spec)
+    target = requantized_path(spec, weight_type)
+    return target if target.is_file() else requantized_gguf(gguf_path_for(spec), weight_type, target)
 
 
 def build_features() -> frozenset[str]:
@@ -87,22 +89,31 @@ def check_no_amx_matmul(file_type: str | None, gguf_path: Path, features: frozen
         "pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36")
 
 
-def requantized_path(source: Path, weight_type: str) -> Path:
-    """Where the re-quantized copy of `source` lives in the cache: named after the file, plus a digest of its absolute
-    path, size and modification time, so two files with one name (or a file replaced in place) never share a copy."""
+def requantized_path(spec: str | Path, weight_type: str) -> Path:
+    """Where the copy of `spec` (an embedded model or a .gguf file) re-quantized to `weight_type` lives in the cache:
+    named after the model, plus a digest of what it is made from: an embedded model's content hash, so the copy is
+    found without the model's parts (the container image keeps the copy alone); a file's absolute path, size and
+    modification time, so two files with one name (or a file replaced in place) never share a copy."""
     import hashlib
 
+    from backends.models import embedded_model
     from backends.sources import cache_dir
 
-    source = Path(source).resolve()
-    stat = source.stat()
-    digest = hashlib.sha1(f"{source}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    return cache_dir() / "gguf" / f"{source.stem}.{digest}.{weight_type}.gguf"
+    model = embedded_model(str(spec))
+    if model is not None:
+        name, identity = model.name, model.gguf_sha256
+    else:
+        source = gguf_path_for(str(spec)).resolve()
+        stat = source.stat()
+        name, identity = source.stem, f"{source}:{stat.st_size}:{stat.st_mtime_ns}"
+    digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
+    return cache_dir() / "gguf" / f"{name}.{digest}.{weight_type}.gguf"
 
 
-def requantized_gguf(source: Path, weight_type: str) -> Path:
-    """`source` re-quantized to `weight_type` (a WEIGHT_TYPES key) by llama.cpp's own quantizer, written once into the
-    cache (atomically: concurrent streams never read a partial file) and reused."""
+def requantized_gguf(source: Path, weight_type: str, target: Path | None = None) -> Path:
+    """`source` re-quantized to `weight_type` (a WEIGHT_TYPES key) by llama.cpp's own quantizer, written once to
+    `target` (default: `requantized_path(source, ...)` in the cache; atomically: concurrent streams never read a
+    partial file) and reused."""
     if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"unknown GGUF weight type {weight_type!r}: use one of {', '.join(WEIGHT_TYPES)} "
                          f"(or leave it empty to run the file as it is)")
@@ -111,7 +122,7 @@ def requantized_gguf(source: Path, weight_type: str) -> Path:
     import llama_cpp
     from llama_cpp._utils import suppress_stdout_stderr
 
-    target = requantized_path(source, weight_type)
+    target = target or requantized_path(source, weight_type)
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -150,9 +161,9 @@ class LlamaCppLM:
         re-quantized to that type; empty runs the file as it is; `n_ctx` 0 is the class's `default_n_ctx`."""
         from transformers import AutoTokenizer
 
-        from backends.models import resolve_model
+        from backends.models import resolve_tokenizer
 
-        return cls(weights_file(spec, weight_type), AutoTokenizer.from_pretrained(resolve_model(spec)),
+        return cls(weights_file(spec, weight_type), AutoTokenizer.from_pretrained(resolve_tokenizer(spec)),
                    n_ctx or cls.default_n_ctx, n_threads)
 
     def session(self) -> "LlamaCppSession":
@@ -172,7 +183,7 @@ class LlamaCppSession(SpeculativeSession):
         the context: llama.cpp then offers it every graph node (`backends.llama_cpp.capture`)."""
         from llama_cpp import Llama
 
-        from backends.hf.lm import stop_token_ids
+        from backends.draft import stop_token_ids
 
         self.lm = lm
         # Batches (prompt, draft verification) must use the same threads as decoding: llama-cpp-python's default

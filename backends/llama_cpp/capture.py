@@ -1,6 +1,6 @@
 """q/k capture on an unmodified llama.cpp: the scheduler's eval callback (`cb_eval` in the context parameters) copies
 the selected layers' post-RoPE queries and keys into the transformers backend's `QKRecorder`, so the same replay
-(`backends.hf.replay`) and policy run on them.
+(`backends.replay`) and policy run on them.
 
 What this llama.cpp (llama-cpp-python 0.3.36) does, found by listing the graph of the embedded Qwen2 model:
 - With a callback set, `ggml_backend_sched_compute_splits` offers every graph node (about 940 per graph for 24
@@ -22,12 +22,11 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-import torch
 
-from backends.hf.capture import QKRecorder
+from backends.recorder import QKRecorder
 
 GGML_TYPE_F32, GGML_TYPE_F16 = 0, 1
-TORCH_TYPES = {GGML_TYPE_F32: torch.float32, GGML_TYPE_F16: torch.float16}
+KERNEL_DTYPES = {GGML_TYPE_F32: np.float32, GGML_TYPE_F16: np.float16}  # a K cache's ggml type -> numpy
 # Architectures whose llama.cpp graph was checked to build Qcur-l/Kcur-l after RoPE and score them with
 # softmax(q.k / sqrt(head_dim)) under a plain causal mask (no sliding window, no softcap, no extra scale).
 CAPTURE_ARCHITECTURES = ("qwen2",)
@@ -100,10 +99,10 @@ class EvalCallbackCapture:
             self.wanted[f"Kcur-{layer}".encode()] = ("key", layer)
         self.record_queries = False
         self.expected_rows = 0
-        self.queries: dict[int, torch.Tensor] = {}
+        self.queries: dict[int, np.ndarray] = {}
         self.error: BaseException | None = None
         self.n_head = self.head_dim = 0
-        self.kernel_dtype = torch.float32
+        self.kernel_dtype = np.float32
         self.attention_kwargs: dict = {}
         import llama_cpp
 
@@ -128,9 +127,9 @@ class EvalCallbackCapture:
                 raise ValueError(f"head ({layer}, {head}) does not exist: the model has {n_layer} layers of "
                                  f"{self.n_head} query heads")
         kernel_type = int(llama.context_params.type_k)
-        if kernel_type not in TORCH_TYPES:
+        if kernel_type not in KERNEL_DTYPES:
             raise ValueError(f"q/k capture replays F32 or F16 K caches, not ggml type {kernel_type}")
-        self.kernel_dtype = TORCH_TYPES[kernel_type]
+        self.kernel_dtype = KERNEL_DTYPES[kernel_type]
         self.attention_kwargs = {"scaling": self.head_dim ** -0.5, "sliding_window": None, "softcap": None}
 
     def begin(self, start: int, count: int, record_queries: bool) -> None:
@@ -166,11 +165,11 @@ class EvalCallbackCapture:
             raise RuntimeError(f"{kind} node of layer {layer} has shape {rows.shape}, expected "
                                f"[{self.expected_rows}, heads, {self.head_dim}] (one graph per batch)")
         # As the kernel multiplies them: rounded to the K cache's type ([1, heads, tokens, head_dim] like transformers).
-        rows = torch.from_numpy(rows).to(self.kernel_dtype).permute(1, 0, 2).unsqueeze(0)
+        rows = rows.astype(self.kernel_dtype).transpose(1, 0, 2)[None]
         if kind == "query":
             self.queries[layer] = rows
             return
         query = self.queries.pop(layer, None)
         if query is None:  # keys only (prompt rows): the recorder reads the head count from the query's shape
-            query = torch.empty(1, self.n_head, 0, self.head_dim, dtype=self.kernel_dtype)
+            query = np.empty((1, self.n_head, 0, self.head_dim), dtype=self.kernel_dtype)
         self.recorder.record(layer, query, rows, self.attention_kwargs)

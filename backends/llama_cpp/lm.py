@@ -1,6 +1,6 @@
 """Greedy drafting on llama.cpp behind the transformers backend's interface: `LlamaCppCausalLM.session(heads)
 .draft(prompt_ids, budget, capture, stop)` returns the same `Draft`, whose `source_attention` runs the same replay
-(`backends.hf.replay`) on q/k captured through llama.cpp's eval callback (`backends.llama_cpp.capture`).
+(`backends.replay`) on q/k captured through llama.cpp's eval callback (`backends.llama_cpp.capture`).
 
 Each session owns one llama.cpp context (prefix reuse and roll-back of SSBD's `LlamaCppSession`); a session without
 heads installs no callback at all (plain llama.cpp decoding).
@@ -11,10 +11,10 @@ from typing import Callable, Collection, Sequence
 
 import numpy as np
 
-from backends.hf.capture import QKRecorder
-from backends.hf.lm import Draft, check_draft_request
+from backends.draft import Draft, check_draft_request
 from backends.llama_cpp import LlamaCppLM, LlamaCppSession
 from backends.llama_cpp.capture import EvalCallbackCapture
+from backends.recorder import QKRecorder
 
 
 class LlamaCppCausalLM(LlamaCppLM):

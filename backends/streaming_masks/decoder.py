@@ -42,7 +42,7 @@ class StreamingLM:
 
     @classmethod
     def from_model(cls, model, tokenizer, template: StreamingTemplate) -> "StreamingLM":
-        from backends.hf.lm import stop_token_ids
+        from backends.draft import stop_token_ids
 
         vocab = model.get_output_embeddings().weight.shape[0]
         stops = frozenset(i for i in stop_token_ids(model, tokenizer) if i < vocab)

@@ -1,6 +1,6 @@
 """Greedy drafting on a vLLM engine with run-time q/k capture, behind the transformers backend's interface:
 `VLLMCausalLM.session(heads).draft(prompt_ids, budget, stop=...)` returns the same `Draft`, and its
-`source_attention` runs the same replay (backends.hf.replay) on the rows this engine captured.
+`source_attention` runs the same replay (backends/replay.py) on the rows this engine captured.
 
 One engine serves any number of streams; drafts run one at a time (a lock), and each draft takes its own copy of
 the captured rows, so streams never see each other's q/k.
@@ -17,8 +17,8 @@ from typing import Callable, Collection, Sequence
 
 import torch
 
-from backends.hf.capture import LayerGeometry
-from backends.hf.lm import Draft, check_draft_request, stop_token_ids
+from backends.draft import Draft, check_draft_request, stop_token_ids
+from backends.recorder import LayerGeometry
 from backends.models import load_tokenizer, resolve_model
 from backends.vllm.observer import LayerLayout, key_heads_by_layer
 from backends.vllm.worker import CONFIG_KEY
@@ -46,7 +46,7 @@ def refuse_capture_under_cuda_graphs(capture_heads, enforce_eager: bool, cuda: b
 
 @dataclass
 class CapturedRows:
-    """One draft's captured rows, read by `backends.hf.replay.replay_attention` (the `QKRecorder` interface)."""
+    """One draft's captured rows, read by `backends.replay.replay_attention` (the `QKRecorder` interface)."""
 
     heads: tuple[tuple[int, int], ...]
     layouts: dict[int, LayerLayout]

@@ -15,7 +15,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from backends.hf.capture import LayerGeometry
+from backends.recorder import LayerGeometry
 from backends.vllm import capture_op  # noqa: F401  (registers torch.ops.simulagents.capture_rows)
 
 LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
