@@ -29,6 +29,7 @@ REPORT_SECONDS = 30.0  # how often the driver prints the runs' progress (as runs
 LOG_TAIL_BYTES = 4000  # of a running shard's harness log, kept by the board for a shard whose worker dies
 SHARDS = "shards"  # OUT/runs/RUN/shards/TALK/: each talk's harness outputs (speech runs)
 METRICS_LOG = "metrics.jsonl"
+SIBLING_FAILED = "another shard of its run failed"  # why the driver cancels a failed run's other shards
 # Run as `python -c DIE_WITH_PARENT PARENT_PID HARNESS...`: the harness is killed when the Ray worker running its
 # shard dies (Linux's parent-death signal survives exec), so a killed worker leaves no harness computing on.
 DIE_WITH_PARENT = """import ctypes, os, signal, sys
@@ -67,7 +68,7 @@ class Shard:
     run: "RunState"
     directory: Path
     weight: float
-    reference: object = None
+    task: object = None  # the task's ObjectRef
     fraction: float = 0.0
     attempts: int = 0
     node: dict = field(default_factory=dict)
@@ -121,7 +122,12 @@ class ShardBoard:
         entry["log_tail"] = log_tail
 
     def snapshot(self) -> tuple[float, dict]:
-        return time.time(), {key: dict(entry) for key, entry in self.shards.items()}
+        """(now, every shard's entry without its log tail: the driver reads this every second)."""
+        return time.time(), {key: {k: v for k, v in entry.items() if k != "log_tail"}
+                             for key, entry in self.shards.items()}
+
+    def last_log(self, key: str) -> str:
+        return self.shards.get(key, {}).get("log_tail", "")
 
 
 def import_ray():
@@ -379,32 +385,31 @@ def execute(specs: Sequence[runs.RunSpec], dataset: EvalSet, out: Path, address:
             ray.shutdown()
 
 
-
 def submit(ray, specs: Sequence[runs.RunSpec], dataset: EvalSet, out: Path, board, resources: dict,
-           retries: int) -> list[RunState]:
+           retries: int, states: list[RunState]) -> None:
     """Every run's directory and run.json (as runs.execute writes them) and its shards submitted as tasks (with
-    `resources` by run slug), each talk file put in the object store once for every run that streams it."""
-    task = ray.remote(run_shard)
+    `resources` by run slug) into `states`, each talk file put in the object store once for every run that streams
+    it."""
+    remote_shard = ray.remote(run_shard)
     inputs_sha1 = dataset.inputs_sha1()
     stored: dict[Path, object] = {}
-    states = []
     for spec in specs:
         run_dir = spec.directory(out)
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "run.json").write_text(json.dumps(spec.to_json(), indent=2))
         run = RunState(spec, run_dir, submitted=time.monotonic())
+        states.append(run)  # before its shards: Ctrl-C between two of them cancels the first
         config = run_config(spec)
         sharded = spec.kind == runs.SPEECH
         for name, talks in shard_inputs(spec, dataset):
-            references = [stored.setdefault(path, ray.put(path.read_bytes())) for path in talks]
+            talk_objects = [stored.setdefault(path, ray.put(path.read_bytes())) for path in talks]
             job = ShardJob(f"{spec.slug}/{name}", spec, dataset, tuple(path.name for path in talks),
                            config.read_text() if config else None, inputs_sha1, resources[spec.slug]["num_cpus"])
-            reference = task.options(**resources[spec.slug], max_retries=retries, retry_exceptions=[ShardKilled],
-                                     name=job.key).remote(job, board, *references)
+            submitted = remote_shard.options(**resources[spec.slug], max_retries=retries,
+                                             retry_exceptions=[ShardKilled], name=job.key).remote(job, board,
+                                                                                                 *talk_objects)
             run.shards.append(Shard(job.key, name, run, run_dir / SHARDS / name if sharded else run_dir,
-                                    talk_seconds(dataset, name) if sharded else 1.0, reference))
-        states.append(run)
-    return states
+                                    talk_seconds(dataset, name) if sharded else 1.0, submitted))
 
 
 def board_snapshot(ray, board) -> tuple[float, dict]:
@@ -424,14 +429,17 @@ def collect(ray, shard: Shard, board) -> None:
     """A finished task's outputs into the shard's directory; `error` set when it failed (its harness's exit, or
     Ray's reason with the last of its harness log the board saw)."""
     try:
-        result = ray.get(shard.reference, timeout=60)
+        result = ray.get(shard.task, timeout=60)
     except Exception as error:  # RayTaskError (ShardKilled after its retries), WorkerCrashedError, lost node...
         _, entries = board_snapshot(ray, board)
-        entry = entries.get(shard.key, {})
-        shard.attempts = entry.get("attempts", shard.attempts)
+        shard.attempts = entries.get(shard.key, {}).get("attempts", shard.attempts)
         shard.error = f"{short(error)} (ran {shard.attempts} time(s))"
+        try:
+            last_log = ray.get(board.last_log.remote(shard.key), timeout=30)
+        except Exception:
+            last_log = ""
         shard.directory.mkdir(parents=True, exist_ok=True)
-        (shard.directory / "harness.log").write_text(f"{entry.get('log_tail', '')}\n== Ray: {error}\n")
+        (shard.directory / "harness.log").write_text(f"{last_log}\n== Ray: {error}\n")
         return
     shard.result, shard.node = result, result["node"]
     shard.attempts = result["attempt"] or max(shard.attempts, 1)
@@ -442,7 +450,7 @@ def collect(ray, shard: Shard, board) -> None:
 
 def cancel(ray, shard: Shard, reason: str) -> None:
     """Cancel a shard's task (its worker is killed, and with it the harness) and fail it with `reason`."""
-    ray.cancel(shard.reference, force=True)
+    ray.cancel(shard.task, force=True)
     shard.error = reason
     shard.directory.mkdir(parents=True, exist_ok=True)
     (shard.directory / "harness.log").write_text(f"== cancelled by simulagents: {reason}\n")
@@ -457,8 +465,8 @@ def conclude(run: RunState, dataset: EvalSet, finished: list, failed: list, repo
     """A run whose shards are all done: merged and recorded (finished), or failed with where its log is."""
     elapsed = time.monotonic() - (run.started or run.submitted)
     errors = [s for s in run.shards if s.error is not None]
-    if errors:
-        shard = errors[0]
+    if errors:  # the shard that failed the run, not one cancelled for it
+        shard = next((s for s in errors if s.error != SIBLING_FAILED), errors[0])
         log = shard.directory / "harness.log"
         tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.is_file() else []
         report(f"FAILED {run.spec.slug} ({shard.name}: {shard.error}): " + " | ".join(tail))
@@ -476,13 +484,13 @@ def watch(ray, states: list[RunState], board, dataset: EvalSet, report, stall_se
     """Wait for the tasks (never longer than `poll_seconds` at a time), following the board: start and retry lines,
     progress every REPORT_SECONDS, stalled shards cancelled; each run concluded once its shards are done."""
     finished, failed = [], []
-    pending = {s.reference: s for run in states for s in run.shards}
+    pending = {s.task: s for run in states for s in run.shards}
     concluded: set[int] = set()
     last_report = last_activity = time.monotonic()
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=poll_seconds)
-        for reference in ready:
-            collect(ray, pending.pop(reference), board)
+        for task in ready:
+            collect(ray, pending.pop(task), board)
             last_activity = time.monotonic()
         clock, entries = board_snapshot(ray, board)
         for shard in list(pending.values()):
@@ -499,18 +507,18 @@ def watch(ray, states: list[RunState], board, dataset: EvalSet, report, stall_se
             if entry["fraction"] != shard.fraction:
                 shard.fraction, last_activity = entry["fraction"], time.monotonic()
             if clock - entry["changed"] > stall_seconds:
-                cancel(ray, pending.pop(shard.reference), f"no progress for {stall_seconds:.0f} s")
+                cancel(ray, pending.pop(shard.task), f"no progress for {stall_seconds:.0f} s")
         if pending and time.monotonic() - last_activity > stall_seconds:
             for shard in list(pending.values()):
-                cancel(ray, pending.pop(shard.reference), f"nothing started, progressed or finished on the cluster "
-                                                          f"for {stall_seconds:.0f} s")
+                cancel(ray, pending.pop(shard.task), f"nothing started, progressed or finished on the cluster "
+                                                     f"for {stall_seconds:.0f} s")
         for run in states:
             if id(run) in concluded:
                 continue
             if any(s.error is not None for s in run.shards):  # the run has failed: its other shards stop
                 for shard in run.shards:
-                    if shard.reference in pending:
-                        cancel(ray, pending.pop(shard.reference), "another shard of its run failed")
+                    if shard.task in pending:
+                        cancel(ray, pending.pop(shard.task), SIBLING_FAILED)
             if run.done:
                 concluded.add(id(run))
                 _, entries = board_snapshot(ray, board)  # the attempts of shards that started and ended between polls
@@ -533,12 +541,13 @@ def _execute(ray, specs, dataset, out, report, retries, stall_seconds, poll_seco
         + (f" and {resources[spec.slug]['num_gpus']} GPU" if resources[spec.slug]["num_gpus"] else "")
         for spec in specs))
     board = ray.remote(num_cpus=0)(ShardBoard).remote()
-    states = submit(ray, specs, dataset, out, board, resources, retries)
+    states: list[RunState] = []
     try:
+        submit(ray, specs, dataset, out, board, resources, retries, states)
         return watch(ray, states, board, dataset, report, stall_seconds, poll_seconds)
     except KeyboardInterrupt:
         unfinished = [s for run in states for s in run.shards if s.result is None and s.error is None]
         for shard in unfinished:
-            ray.cancel(shard.reference, force=True)
+            ray.cancel(shard.task, force=True)
         report(f"interrupted: cancelled {len(unfinished)} task(s) on the cluster")
         raise
