@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# -march=native without AMX: llama.cpp's AMX matmul of quantized weights dies with "Illegal instruction"
 	# (backends/llama_cpp: check_no_amx_matmul), and no preset runs quantized weights on an AMX CPU (bf16 there).
 	CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
-		$(PY) -m pip install -q -e ".[embedded,simuleval,speech,eval,finetune,llamacpp,dev]"
+		$(PY) -m pip install -q -e ".[embedded,simuleval,speech,eval,finetune,llamacpp,cluster,dev]"
 	# A wheel pip cached from a build with AMX is built again without it.
 	$(PY) -c "from backends.llama_cpp import build_features; exit('AMX_INT8' in build_features())" \
 		|| CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" CMAKE_BUILD_PARALLEL_LEVEL=2 \

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from agents.evaluation import comet, data, report, runs, scoring
+from agents.evaluation import cluster, comet, data, report, runs, scoring
 from common import datasets
 from common.config import language_arg
 
@@ -58,6 +58,18 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     data_group.add_argument("--tgt-lang", type=language_arg, required=True, help="an ISO code or name, e.g. de, German")
     parser.add_argument("--out", required=True, type=Path, help="output folder; its report covers every run in it")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, each in its own process (default 1)")
+    cluster_group = parser.add_argument_group("a Ray cluster (docs/cluster.md; needs the cluster extra)")
+    cluster_group.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                               help="run every run as Ray tasks, a long-form speech run one task per talk, each with "
+                                    "the CPUs of its thread knobs (a GPU for a cuda device), then score here as "
+                                    "always; ADDRESS: HOST:PORT of a cluster's head, `auto` (one `ray start` left "
+                                    "running here), or none: that one, else a new local cluster")
+    cluster_group.add_argument("--ray-retries", type=int, default=cluster.DEFAULT_RETRIES,
+                               help=f"times a task whose worker (or harness) was killed runs again (default "
+                                    f"{cluster.DEFAULT_RETRIES}); a harness that fails is not retried")
+    cluster_group.add_argument("--ray-stall", type=float, default=cluster.DEFAULT_STALL_SECONDS, metavar="SECONDS",
+                               help="cancel a task, and fail its run, after this long without progress (default "
+                                    f"{cluster.DEFAULT_STALL_SECONDS:.0f})")
     parser.add_argument("--comet-env", help=f"venv with omnisteval + unbabel-comet (default: "
                                             f"${comet.COMET_ENV_VARIABLE}); COMET is skipped without it")
     parser.add_argument("--comet-model", action="append", default=[],
@@ -116,13 +128,18 @@ def run_specs(args: argparse.Namespace, kind: str) -> list[runs.RunSpec]:
 
 def eval_command(args: argparse.Namespace) -> int:
     kind = runs.agent_kind(args.agent)
-    if args.score_only and (args.sweep or args.offline_only):
-        raise ValueError("--score-only runs nothing: drop --sweep / --offline-only (it scores the runs in --out)")
+    if args.score_only and (args.sweep or args.offline_only or args.ray is not None):
+        raise ValueError("--score-only runs nothing: drop --sweep / --offline-only / --ray (it scores the runs in "
+                         "--out)")
+    if args.ray is not None and args.jobs != 1:
+        raise ValueError("--jobs runs processes on this machine; with --ray the cluster runs as many tasks as its "
+                         "CPUs hold: drop --jobs")
     dataset = build_eval_set(args, kind)
     specs = [] if args.score_only else run_specs(args, kind)
     comet_env = comet.comet_environment(args.comet_env)
     out = args.out.resolve()
     started = time.monotonic()
+    failed: list[str] = []
     if args.score_only:
         system = system_name(args)
         finished = runs.runs_of(system, out)
@@ -130,21 +147,30 @@ def eval_command(args: argparse.Namespace) -> int:
     else:
         unit = (f"{dataset.audio_seconds / 60:.1f} min of audio" if dataset.is_speech
                 else f"{len(dataset.references)} lines")
+        where = "on a Ray cluster" if args.ray is not None else f"{args.jobs} at a time"
         _print(f"{len(specs)} run(s) of {args.agent} on {dataset.name} {dataset.source_lang}→{dataset.target_lang} "
-               f"({unit}), {args.jobs} at a time, into {out}")
-        finished = runs.execute(specs, dataset, out, jobs=args.jobs, report=_print)
+               f"({unit}), {where}, into {out}")
+        if args.ray is not None:
+            outcome = cluster.execute(specs, dataset, out, args.ray, report=_print, retries=args.ray_retries,
+                                      stall_seconds=args.ray_stall)
+            finished, failed = outcome.finished, outcome.failed
+        else:
+            finished = runs.execute(specs, dataset, out, jobs=args.jobs, report=_print)
     skipped = comet.skipped_note(comet_env, dataset)
     for spec, run_dir in finished:
         scores = scoring.score_run(spec, run_dir, dataset)
         if skipped is None:
             scores.update(comet.comet_scores(comet_env, spec, run_dir, dataset,
                                              args.comet_model or [comet.DEFAULT_COMET_MODEL]))
-        report.Result(spec.to_json(), dataset.name, dataset.target_lang, scores, (skipped,) if skipped else (),
+        notes = ((skipped,) if skipped else ()) + cluster.retry_notes(run_dir)
+        report.Result(spec.to_json(), dataset.name, dataset.target_lang, scores, notes,
                       dataset.source_lang).save(run_dir)
     paths = report.write_report(out, {"agent": args.agent, "dataset": dataset.name,
                                       "target_lang": dataset.target_lang, "command": sys.argv})
     print(paths["table"].read_text())
     _print(f"done in {time.monotonic() - started:.0f} s: " + ", ".join(str(p) for p in paths.values()))
+    if failed:  # on a cluster the other runs were scored first
+        raise runs.EvaluationError("runs failed: " + ", ".join(failed))
     return 0
 
 
