@@ -3,6 +3,7 @@ stream isolation, the extreme operating points, and clear errors for bad input."
 import copy
 import dataclasses
 import itertools
+import json
 import math
 from types import SimpleNamespace
 from pathlib import Path
@@ -443,6 +444,29 @@ def test_a_final_draft_cut_by_a_loop_is_drafted_again_after_what_it_kept(tiny_lm
         build_config(WaitkConfig, {"final_retries": -1})
     with pytest.raises(ConfigError, match="units_per_word must be > 0"):
         build_config(WaitkConfig, {"units_per_word": -1.0})
+
+
+@pytest.mark.parametrize("rule_off, expected, fired", [
+    ("none", "Das ist das Modell, das wir in allen Tests", {"loop", "final_retries"}),
+    ("final_retries", "Das ist das Modell, das", {"loop"}),
+    ("loop", "Das ist das Modell, das das das das", set()),
+])
+def test_rule_off_turns_one_draft_rule_off_and_the_policy_log_counts_each_rules_finds(tiny_lm, tmp_path, rule_off,
+                                                                                       expected, fired):
+    """The measurement of docs/draft_rules.md: `rule_off` runs without one rule (a knob's rule through its knob), and
+    the policy log counts, per rule, the checks that found something (a rule that finds nothing changes nothing)."""
+    words = "This is the model that we use in all our experiments.".split()
+    continuations = {"": ["Das ist das Modell, das das das das"],
+                     "Das ist das Modell, das": [" das das das", " wir in allen Tests Tests Tests"]}
+    session = RankedScriptSession(tiny_lm.tokenizer, continuations)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    log = tmp_path / "policy.jsonl"
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, rule_off=rule_off, policy_log=str(log)))
+    assert " ".join(unit for e in stream(translator, words) for unit in e.new_units) == expected
+    assert {name[len("fired_"):] for name, value in json.loads(log.read_text()).items()
+            if name.startswith("fired_") and value} == fired
+    with pytest.raises(ConfigError, match="rule_off must be one of"):
+        build_config(WaitkConfig, {"rule_off": "loops"})
 
 
 def test_local_agreement_commits_only_what_two_translations_agree_on(tiny_lm):
