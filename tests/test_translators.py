@@ -13,7 +13,7 @@ import pytest
 import backends.heads
 from common.stream import Emission, SourceWord
 from common.config import ConfigError, build_config
-from agents.systems.config import AlignAttConfig, LocalAgreementConfig, WaitkConfig
+from agents.systems.config import DRAFT_RULES, AlignAttConfig, LocalAgreementConfig, WaitkConfig
 from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, WaitkTranslator
 from backends.heads import HeadFileError, HeadSet
 from backends.hf.lm import CausalLM
@@ -523,7 +523,9 @@ def test_policy_log_writes_each_segments_counts_and_eval_reports_the_gate_share(
     stream(translator, SENTENCE[6:])  # reset between the two: the log keeps both streams' lines
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(lines) == 2 and all(line["final_steps"] == 1 for line in lines)
-    assert lines[-1] == dataclasses.asdict(translator.stats)  # the second stream alone (reset cleared the counts)
+    stats = dataclasses.asdict(translator.stats)  # the second stream alone (reset cleared the counts)
+    assert {name: lines[-1][name] for name in stats} == stats
+    assert {name for name in lines[-1] if name not in stats} == {f"fired_{rule}" for rule in DRAFT_RULES}
     live = sum(line["live_steps"] for line in lines)
     fired = sum(line["gate_fired"] for line in lines)
     assert lines[-1]["live_steps"] == sum(1 for step in translator.steps if not step.final) > 0
@@ -1035,3 +1037,18 @@ def test_a_translation_that_opens_with_the_sources_first_word_is_drafted_again_w
     assert [b for b in session.bans if b] == [tuple(first_tokens[:n]) for n in range(1, banned + 1)]
     translator.reset()
     assert translator.opening_bans == [] and translator.opening_kept == set()
+
+
+@pytest.mark.parametrize("drafts, expected, bans", [(1, OPENINGS[0], 0), (2, OPENINGS[1], 1), (4, OPENINGS[2], 2)])
+def test_a_step_drafts_again_in_one_bounded_loop_and_takes_its_last_draft_as_it_is(tiny_lm, drafts, expected, bans):
+    """`_step` drafts again (an opening word banned, a preamble moved into the prompt) in a loop of at most
+    `_drafts_per_step()` drafts, not by calling itself: with room for one draft the step takes it as it is ("We
+    müssen …" keeps its English first word), with two it bans "We" once, with four it bans "We" and "we"."""
+    session = RankedOpeningsSession(tiny_lm.tokenizer, OPENING_SOURCE, OPENINGS)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    translator = WaitkTranslator(lm, WaitkConfig(k=1, final_max_new_tokens=60, copy_guard_words=4, copy_retries=3))
+    assert translator._drafts_per_step() == 8
+    translator._drafts_per_step = lambda: drafts
+    emissions = stream(translator, OPENING_SOURCE)
+    assert " ".join(u for e in emissions for u in e.new_units) == expected
+    assert translator.stats.source_openings == bans

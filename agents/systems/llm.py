@@ -300,9 +300,26 @@ class LLMTranslator(StreamingTranslator):
             self._logged_fired = Counter(self.fired)
 
     def _step(self, accessible: int, final: bool) -> Emission:
+        """One step: draft, judge the draft, emit. A draft that opens with the model's own introduction (moved into
+        the prompt), or with the source's first word (banned, then judged), is drafted again: one loop, at most
+        `_drafts_per_step()` drafts; the last one is taken as it is."""
         if not final and (accessible < max(1, self.config.min_accessible_words) or not self._may_write(accessible)):
             self.fired["min_accessible_words"] += 1 <= accessible < self.config.min_accessible_words
             return Emission()
+        drafts = self._drafts_per_step()
+        for _ in range(drafts - 1):
+            emission = self._draft_once(accessible, final, may_redraft=True)
+            if emission is not None:
+                return emission
+        return self._draft_once(accessible, final, may_redraft=False)
+
+    def _drafts_per_step(self) -> int:
+        """The most drafts one step makes: the first, one after a preamble (once per segment), and per opening word
+        banned (at most `copy_retries` at a time) the redraft without it and, where it is kept, one more."""
+        return 2 + 2 * self.config.copy_retries
+
+    def _draft_once(self, accessible: int, final: bool, may_redraft: bool) -> Emission | None:
+        """One draft of `_step` and what it emits, or None where it must be drafted again (`may_redraft`)."""
         # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
         target_prefix = self.segment_preamble + join_units(self.segment_units, self.target_unit)
         step_key = (tuple(w.text for w in self.source_words), accessible, target_prefix, final)
@@ -330,7 +347,7 @@ class LLMTranslator(StreamingTranslator):
         draft_text = self._decode(draft.tokens)
         if final:
             draft_text = draft_text.replace(REPLACEMENT_CHARACTER, "")
-        if not self.segment_units and not self.segment_preamble and "preamble" not in self.rules_off:
+        if may_redraft and not self.segment_units and not self.segment_preamble and "preamble" not in self.rules_off:
             preamble = preamble_length(draft_text, source)
             if preamble:  # into the prompt; draft this step again after it
                 self.fired["preamble"] += 1
@@ -340,15 +357,15 @@ class LLMTranslator(StreamingTranslator):
                 self._record(Step(prompt, draft, draft_text, "", accessible, scan, final,
                                   preamble=self.segment_preamble))
                 self._last_step_key = None
-                return self._step(accessible, final)
+                return None
         if self._replaced_opening is not None:  # this draft replaces one that opened with the source's first word
             replaced, self._replaced_opening = self._replaced_opening, None
-            if not replaces_opening_word(replaced, split_units(draft_text, self.target_unit)):
+            if may_redraft and not replaces_opening_word(replaced, split_units(draft_text, self.target_unit)):
                 self.opening_kept.add(self.opening_bans.pop())  # it wrote another sentence: the word stays
                 self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, source_opening=KEPT))
                 self._last_step_key = None
-                return self._step(accessible, final)
-        if not self.segment_units and draft.tokens and draft.tokens[0] not in self.opening_kept \
+                return None
+        if may_redraft and not self.segment_units and draft.tokens and draft.tokens[0] not in self.opening_kept \
                 and len(self.opening_bans) < self.config.copy_retries \
                 and self.guard.opens_with_source_word(self.segment_units, draft_text, source):
             # The translation began with the word the model read first ("For | esempio"): drafted again, live or
@@ -357,7 +374,7 @@ class LLMTranslator(StreamingTranslator):
             self._replaced_opening = split_units(draft_text, self.target_unit)
             self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, source_opening=BANNED))
             self._last_step_key = None
-            return self._step(accessible, final)
+            return None
         usable, cut = self._usable_length(draft_text)
         if final or cut:
             # The draft is a translation up to `usable` (it ended, or what follows is no longer one); only a final
