@@ -14,7 +14,15 @@ import re
 from pathlib import Path
 
 from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
-from policies.degenerate import PUNCTUATION_KEY, comparison_key, opens_with_source_word
+from policies.degenerate import (
+    PUNCTUATION_KEY,
+    comparison_key,
+    foreign_script_start,
+    language_turn_start,
+    opens_in_source_language,
+    opens_with_source_word,
+    preamble_length,
+)
 from policies.units import split_units, target_unit_for
 
 WORD = re.compile(r"[\w']+")
@@ -65,12 +73,22 @@ def repeats_clause(hypothesis: str, source: str, unit: str = "word") -> bool:
     return _repeats_run(units, CLAUSE_UNITS[unit]) and not _repeats_run(source_words, SOURCE_REPEAT_WORDS)
 
 
+SENTENCE_START = re.compile(r"(?:^|[.!?。！？]\s+)")
+
+
+def has_preamble(hypothesis: str, source: str) -> bool:
+    """Whether a sentence of the line opens with an introduction of the model's own ('Die Übersetzung lautet: "')."""
+    return any(preamble_length(hypothesis[match.end():], source.split())
+               for match in SENTENCE_START.finditer(hypothesis))
+
+
 def describe(run: Path) -> str:
     """One line on a run's hypotheses; lengths in the target's units (Chinese: characters, OmniSTEval's and
     SimulEval's latency unit; references of Chinese speech runs have no spaces, so words would not compare)."""
     hypotheses, references, sources = run_lines(run)
     result = json.loads((run / "result.json").read_text())
     unit = target_unit_for(result["target_lang"])
+    source_lang, target_lang = result.get("source_lang", "en"), result["target_lang"]
     length = sum(len(split_units(h, unit)) for h in hypotheses) / max(
         1, sum(len(split_units(r, unit)) for r in references))
     counts = {
@@ -79,8 +97,16 @@ def describe(run: Path) -> str:
         "repeated clauses": sum(repeats_clause(h, s, unit) for h, s in zip(hypotheses, sources)),
         "copied source (4+ words)": sum(copies_source(h, s) for h, s in zip(hypotheses, sources)),
         "open with the source's first word": sum(
-            opens_with_source_word([], split_units(h, unit), s.split(), result.get("source_lang", "en"),
-                                   result["target_lang"]) for h, s in zip(hypotheses, sources)),
+            opens_with_source_word([], split_units(h, unit), s.split(), source_lang, target_lang)
+            for h, s in zip(hypotheses, sources)),
+        "open in the source language": sum(
+            opens_in_source_language([], split_units(h, unit), source_lang, target_lang) for h in hypotheses),
+        "turn into the source language": sum(
+            language_turn_start([], split_units(h, unit), source_lang, target_lang, 1) is not None
+            for h in hypotheses),
+        "preambles": sum(has_preamble(h, s) for h, s in zip(hypotheses, sources)),
+        "foreign script": sum(foreign_script_start(split_units(h, unit), target_lang) is not None
+                              for h in hypotheses),
         "period inside a sentence": sum(bool(PERIOD_INSIDE.search(h)) and not PERIOD_INSIDE.search(s)
                                         for h, s in zip(hypotheses, sources)),
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 from dataclasses import dataclass, field
@@ -393,6 +394,9 @@ class DraftGuard:
     copy_run: int = 0  # `copy_length`: this many consecutive source words repeated in the draft are a copy; 0: off
     source_lang: str = ""  # `opens_in_source_language`: the language a segment's draft must not open in
     turn_words: int = 0  # `copy_length`: a draft that turns into `source_lang` (`language_turn_start`) copies; 0: off
+    off: frozenset[str] = frozenset()  # rules measured off: loop, echo, foreign_script, restart, copy,
+    # opening_language, opening_word
+    fired: Counter = field(default_factory=Counter, compare=False)  # per rule: the checks that found something
 
     def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = ()
                       ) -> tuple[int, str]:
@@ -405,14 +409,16 @@ class DraftGuard:
         if newline is not None:
             length, cut = newline, LINE_BREAK
         units = split_units(draft_text[:length], self.unit)
-        starts = [(start, rule) for start, rule in ((foreign_script_start(units, self.target_lang), FOREIGN_SCRIPT),
-                                                    (echo_start(units, self.instruction_words, source_words), ECHO),
-                                                    (restart_start(prefix_units, units, self.unit), RESTART))
-                  if start is not None]
+        checks = (("foreign_script", lambda: foreign_script_start(units, self.target_lang), FOREIGN_SCRIPT),
+                  ("echo", lambda: echo_start(units, self.instruction_words, source_words), ECHO),
+                  ("restart", lambda: restart_start(prefix_units, units, self.unit), RESTART))
+        starts = [(start, rule) for start, rule in ((self._fires(name, check()), rule) for name, check, rule in checks
+                                                    if name not in self.off) if start is not None]
         if starts:
             start, cut = min(starts)
             length = units_prefix_length(draft_text[:length], self.unit, start)
-        loop = loop_free_length(prefix_units, draft_text[:length], self.unit)
+        loop = None if "loop" in self.off else self._fires("loop", loop_free_length(prefix_units, draft_text[:length],
+                                                                                     self.unit))
         if loop is not None:
             length, cut = loop, LOOP
         return length, cut
@@ -422,25 +428,34 @@ class DraftGuard:
         `source_words` (`copy_start` with `copy_run` words) or turns into the source language
         (`language_turn_start` with `turn_words` words), or None where it does neither."""
         units = split_units(draft_text, self.unit)
-        starts = [start for start in (copy_start(prefix_units, units, source_words, self.copy_run),
-                                      language_turn_start(prefix_units, units, self.source_lang, self.target_lang,
-                                                          self.turn_words))
+        run = 0 if "copy" in self.off else self.copy_run
+        starts = [start for start in (self._fires("copy", copy_start(prefix_units, units, source_words, run)),
+                                      self._fires("language_turn", language_turn_start(
+                                          prefix_units, units, self.source_lang, self.target_lang, self.turn_words)))
                   if start is not None]
         return units_prefix_length(draft_text, self.unit, min(starts)) if starts else None
 
     def opens_in_source_language(self, prefix_units: Sequence[str], draft_text: str) -> bool:
         """Whether `draft_text`, a segment's draft with nothing committed yet (`prefix_units` empty), opens in
         `source_lang` (`opens_in_source_language`); False with the copy guard off (`copy_run` 0)."""
-        return self.copy_run >= 1 and opens_in_source_language(prefix_units, split_units(draft_text, self.unit),
-                                                               self.source_lang, self.target_lang)
+        return bool(self._fires("opening_language", self.copy_run >= 1 and "opening_language" not in self.off and
+                                opens_in_source_language(prefix_units, split_units(draft_text, self.unit),
+                                                         self.source_lang, self.target_lang) or None))
 
 
     def opens_with_source_word(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str]
                                ) -> bool:
         """Whether `draft_text`, a segment's draft with nothing committed yet, opens with the source's first word
         and goes on in the target language (`opens_with_source_word`); False with the copy guard off."""
-        return self.copy_run >= 1 and opens_with_source_word(prefix_units, split_units(draft_text, self.unit),
-                                                             source_words, self.source_lang, self.target_lang)
+        return bool(self._fires("opening_word", self.copy_run >= 1 and "opening_word" not in self.off and
+                                opens_with_source_word(prefix_units, split_units(draft_text, self.unit),
+                                                       source_words, self.source_lang, self.target_lang) or None))
+
+    def _fires(self, rule: str, found):
+        """`found`, counted in `fired` under `rule` where it is not None (measurement: docs/draft_rules.md)."""
+        if found is not None:
+            self.fired[rule] += 1
+        return found
 
 
 def final_budget(source_tokens: int, target_prefix_tokens: int, ratio: float, slack: int, cap: int) -> int:

@@ -62,3 +62,19 @@ def test_lines_that_open_with_their_sources_first_word_are_counted(tmp_path):
                       ["Wir müssen das Modell trainieren.", "Wir müssen es testen.", "Google bietet ein Modell an."],
                       ["We need to train the model.", "We need to test it.", "Google offers a model."])
     assert "open with the source's first word 1" in describe(run)
+
+
+def test_lines_that_open_or_turn_into_the_source_language_or_open_with_a_preamble_are_counted(tmp_path):
+    """The failures the draft rules exist for (docs/draft_rules.md), counted on the output: an English opening, a
+    turn into English after a German start, an introduction of the model's own, a script German does not use."""
+    sources = ["We need to train the model.", "Second, we aim to investigate the data.", "We test it.",
+               "We use GPUs."]
+    run = offline_run(tmp_path / "de", "de",
+                      ["We need to train the model.", "Zweitens, wir aim to investigate the data.",
+                       'Die Übersetzung lautet: "Wir testen es."', "Wir nutzen 图形处理器."],
+                      ["Wir müssen das Modell trainieren.", "Zweitens wollen wir die Daten untersuchen.",
+                       "Wir testen es.", "Wir nutzen GPUs."], sources)
+    described = describe(run)
+    for count in ("open in the source language 1", "turn into the source language 2", "preambles 1",
+                  "foreign script 1"):
+        assert count in described

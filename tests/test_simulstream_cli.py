@@ -202,3 +202,22 @@ def test_cli_runs_empty_silent_and_odd_wavs_end_to_end(tmp_path, sentence_audio,
     outputs = LogReader(config, str(log), latency_unit="word").final_outputs()
     assert outputs.get("empty", "") == "" and outputs.get("silence", "") == ""
     assert len(outputs["stereo_float_8k"].split()) >= 3
+
+
+@pytest.mark.parametrize("name", ["alignatt4llm_low", "alignatt4llm_high", "alignatt4llm_text_gemma4"])
+def test_gpu_presets_run_no_draft_rule_that_can_change_a_translation(name):
+    """The Gemma-4 presets run the paper's algorithm: no copy guard and no language turn, which judge a translation
+    that keeps an English term at its opening ("machine translation ist …", three units, the source's first two
+    words) a copy of the source; the CPU preset, tuned on the 0.5B model, still does."""
+    from agents.systems.config import AlignAttConfig
+    from common.config import read_yaml
+    from policies.degenerate import DraftGuard
+
+    def guard(preset):
+        values = {**vars(AlignAttConfig()), **read_yaml(eval_configs.path(preset))}
+        return DraftGuard("word", "de", copy_run=values["copy_guard_words"], source_lang="en",
+                          turn_words=values["language_turn_words"])
+
+    source = "machine translation is hard".split()
+    assert guard(name).copy_length([], "machine translation ist", source) is None
+    assert guard("alignatt4llm_cpu").copy_length([], "machine translation ist", source) == 0

@@ -3,6 +3,7 @@ stream isolation, the extreme operating points, and clear errors for bad input."
 import copy
 import dataclasses
 import itertools
+import json
 import math
 from types import SimpleNamespace
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import backends.heads
 from common.stream import Emission, SourceWord
 from common.config import ConfigError, build_config
-from agents.systems.config import AlignAttConfig, LocalAgreementConfig, WaitkConfig
+from agents.systems.config import DRAFT_RULES, AlignAttConfig, LocalAgreementConfig, WaitkConfig
 from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, WaitkTranslator
 from backends.heads import HeadFileError, HeadSet
 from backends.hf.lm import CausalLM
@@ -445,6 +446,29 @@ def test_a_final_draft_cut_by_a_loop_is_drafted_again_after_what_it_kept(tiny_lm
         build_config(WaitkConfig, {"units_per_word": -1.0})
 
 
+@pytest.mark.parametrize("rule_off, expected, fired", [
+    ("none", "Das ist das Modell, das wir in allen Tests", {"loop", "final_retries"}),
+    ("final_retries", "Das ist das Modell, das", {"loop"}),
+    ("loop", "Das ist das Modell, das das das das", set()),
+])
+def test_rule_off_turns_one_draft_rule_off_and_the_policy_log_counts_each_rules_finds(tiny_lm, tmp_path, rule_off,
+                                                                                       expected, fired):
+    """The measurement of docs/draft_rules.md: `rule_off` runs without one rule (a knob's rule through its knob), and
+    the policy log counts, per rule, the checks that found something (a rule that finds nothing changes nothing)."""
+    words = "This is the model that we use in all our experiments.".split()
+    continuations = {"": ["Das ist das Modell, das das das das"],
+                     "Das ist das Modell, das": [" das das das", " wir in allen Tests Tests Tests"]}
+    session = RankedScriptSession(tiny_lm.tokenizer, continuations)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    log = tmp_path / "policy.jsonl"
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, rule_off=rule_off, policy_log=str(log)))
+    assert " ".join(unit for e in stream(translator, words) for unit in e.new_units) == expected
+    assert {name[len("fired_"):] for name, value in json.loads(log.read_text()).items()
+            if name.startswith("fired_") and value} == fired
+    with pytest.raises(ConfigError, match="rule_off must be one of"):
+        build_config(WaitkConfig, {"rule_off": "loops"})
+
+
 def test_local_agreement_commits_only_what_two_translations_agree_on(tiny_lm):
     translator = LocalAgreementTranslator(tiny_lm, LocalAgreementConfig(final_max_new_tokens=40))
     translator.reset()
@@ -499,7 +523,9 @@ def test_policy_log_writes_each_segments_counts_and_eval_reports_the_gate_share(
     stream(translator, SENTENCE[6:])  # reset between the two: the log keeps both streams' lines
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(lines) == 2 and all(line["final_steps"] == 1 for line in lines)
-    assert lines[-1] == dataclasses.asdict(translator.stats)  # the second stream alone (reset cleared the counts)
+    stats = dataclasses.asdict(translator.stats)  # the second stream alone (reset cleared the counts)
+    assert {name: lines[-1][name] for name in stats} == stats
+    assert {name for name in lines[-1] if name not in stats} == {f"fired_{rule}" for rule in DRAFT_RULES}
     live = sum(line["live_steps"] for line in lines)
     fired = sum(line["gate_fired"] for line in lines)
     assert lines[-1]["live_steps"] == sum(1 for step in translator.steps if not step.final) > 0
@@ -1011,3 +1037,18 @@ def test_a_translation_that_opens_with_the_sources_first_word_is_drafted_again_w
     assert [b for b in session.bans if b] == [tuple(first_tokens[:n]) for n in range(1, banned + 1)]
     translator.reset()
     assert translator.opening_bans == [] and translator.opening_kept == set()
+
+
+@pytest.mark.parametrize("drafts, expected, bans", [(1, OPENINGS[0], 0), (2, OPENINGS[1], 1), (4, OPENINGS[2], 2)])
+def test_a_step_drafts_again_in_one_bounded_loop_and_takes_its_last_draft_as_it_is(tiny_lm, drafts, expected, bans):
+    """`_step` drafts again (an opening word banned, a preamble moved into the prompt) in a loop of at most
+    `_drafts_per_step()` drafts, not by calling itself: with room for one draft the step takes it as it is ("We
+    müssen …" keeps its English first word), with two it bans "We" once, with four it bans "We" and "we"."""
+    session = RankedOpeningsSession(tiny_lm.tokenizer, OPENING_SOURCE, OPENINGS)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    translator = WaitkTranslator(lm, WaitkConfig(k=1, final_max_new_tokens=60, copy_guard_words=4, copy_retries=3))
+    assert translator._drafts_per_step() == 8
+    translator._drafts_per_step = lambda: drafts
+    emissions = stream(translator, OPENING_SOURCE)
+    assert " ".join(u for e in emissions for u in e.new_units) == expected
+    assert translator.stats.source_openings == bans

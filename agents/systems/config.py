@@ -25,6 +25,16 @@ def check_language_pair(source_lang: str, target_lang: str) -> None:
         raise ConfigError(f"source and target language are both {source_lang!r}")
 
 
+# The draft rules `rule_off` turns off one at a time (docs/draft_rules.md measures each alone).
+DRAFT_RULES = ("loop", "echo", "foreign_script", "restart", "copy", "copy_retries", "opening_language",
+               "opening_word", "language_turn", "preamble", "quotation", "final_retries", "final_budget",
+               "sentence_end", "min_accessible_words", "waitk_floor")
+# The rules that are a knob already: `rule_off` sets the knob to this value (off).
+KNOB_RULES = {"copy_retries": ("copy_retries", 0), "language_turn": ("language_turn_words", 0),
+              "final_retries": ("final_retries", 0), "sentence_end": ("withhold_sentence_end", False),
+              "min_accessible_words": ("min_accessible_words", 0), "waitk_floor": ("waitk_floor", 0)}
+
+
 @dataclass(frozen=True)
 class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
     max_new_tokens: int = knob(16, "draft budget per step (paper: 16)")
@@ -52,6 +62,10 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
                                "drafts) as one JSON line per finished segment to this file; empty: off")
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
                                               "target unit that closes a sentence on (the speech cascade does)")
+    rule_off: str = knob("", "measurement only: run with this one draft rule off (`DRAFT_RULES`: loop, echo, "
+                             "foreign_script, restart, copy, copy_retries, opening_language, opening_word, "
+                             "language_turn, preamble, quotation, final_retries, final_budget, sentence_end, "
+                             "min_accessible_words, waitk_floor); empty or none: every rule on")
     instruction_position: str = knob("after_source", "where the prompt's instruction stands: after_source (paper "
                                                      "Eq. 1) or before_source (a step then re-computes only the "
                                                      "changed source, the template's closing and the target prefix)")
@@ -63,6 +77,8 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
             raise ConfigError(error)
         if self.max_new_tokens < 1 or self.final_max_new_tokens < 1:
             raise ConfigError("max_new_tokens and final_max_new_tokens must be >= 1")
+        if self.rule_off not in ("", "none", *DRAFT_RULES):
+            raise ConfigError(f"rule_off must be one of none, {', '.join(DRAFT_RULES)}, got {self.rule_off!r}")
         if self.final_retries < 0:
             raise ConfigError(f"final_retries must be >= 0, got {self.final_retries}")
         if self.copy_retries < 0:

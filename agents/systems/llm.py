@@ -5,9 +5,10 @@ A stream is a sequence of segments (sentences): `flush`/`finish_segment` complet
 fresh prompt, so a long talk costs per step what its current sentence costs."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from abc import abstractmethod
-from collections import deque
+from collections import Counter, deque
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from common.stream import Emission, SourceWord
 from agents.core import StreamingTranslator
-from agents.systems.config import AlignAttConfig, LLMTranslatorConfig, LocalAgreementConfig, WaitkConfig
+from agents.systems.config import DRAFT_RULES, KNOB_RULES, AlignAttConfig, LLMTranslatorConfig, LocalAgreementConfig, WaitkConfig
 from backends.choice import load_lm
 from backends.heads import HeadSet, default_heads, load_heads
 from backends.draft import Draft
@@ -200,7 +201,11 @@ class LLMTranslator(StreamingTranslator):
     def __init__(self, lm: CausalLM, config: LLMTranslatorConfig, heads: Sequence[tuple[int, int]] | None = None):
         super().__init__(target_unit_for(config.target_lang))
         self.lm = lm
+        if config.rule_off in KNOB_RULES:  # a rule measured off that is a knob already: that knob's off value
+            name, off = KNOB_RULES[config.rule_off]
+            config = dataclasses.replace(config, **{name: off}) if hasattr(config, name) else config
         self.config = config
+        self.rules_off = frozenset({config.rule_off}) - {"", "none"}
         self.tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
         self.decodes_leading_space = decodes_leading_space(self.tokenizer)
         self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang,
@@ -208,8 +213,10 @@ class LLMTranslator(StreamingTranslator):
         prompt_words_to_avoid = echo_words(f"{self.prompts.system} {self.prompts.instruction}".split(),
                                            language_name(config.source_lang), language_name(config.target_lang),
                                            config.target_lang)
+        self.fired: Counter = Counter()  # per draft rule, the times it found something (measurement)
+        self._logged_fired: Counter = Counter()
         self.guard = DraftGuard(self.target_unit, config.target_lang, prompt_words_to_avoid, config.copy_guard_words,
-                                config.source_lang, config.language_turn_words)
+                                config.source_lang, config.language_turn_words, self.rules_off, self.fired)
         self.session = lm.session(heads)
         self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
@@ -239,6 +246,8 @@ class LLMTranslator(StreamingTranslator):
         self.steps.clear()
         self.stats = PolicyStats()
         self._logged_stats = PolicyStats()
+        self.fired.clear()
+        self._logged_fired = Counter()
         self._last_step_key = None
 
     def _new_segment_opening(self) -> None:
@@ -289,13 +298,33 @@ class LLMTranslator(StreamingTranslator):
         evaluation can say how often the gate fired. `stats` keeps counting for the whole stream."""
         if self.config.policy_log:
             now, before = asdict(self.stats), asdict(self._logged_stats)
+            fired = {f"fired_{rule}": self.fired[rule] - self._logged_fired[rule] for rule in DRAFT_RULES}
             with open(self.config.policy_log, "a", encoding="utf-8") as log:
-                log.write(json.dumps({name: now[name] - before[name] for name in now}) + "\n")
+                log.write(json.dumps({**{name: now[name] - before[name] for name in now}, **fired}) + "\n")
             self._logged_stats = PolicyStats(**now)
+            self._logged_fired = Counter(self.fired)
 
     def _step(self, accessible: int, final: bool) -> Emission:
+        """One step: draft, judge the draft, emit. A draft that opens with the model's own introduction (moved into
+        the prompt), or with the source's first word (banned, then judged), is drafted again: one loop, at most
+        `_drafts_per_step()` drafts; the last one is taken as it is."""
         if not final and (accessible < max(1, self.config.min_accessible_words) or not self._may_write(accessible)):
+            self.fired["min_accessible_words"] += 1 <= accessible < self.config.min_accessible_words
             return Emission()
+        drafts = self._drafts_per_step()
+        for _ in range(drafts - 1):
+            emission = self._draft_once(accessible, final, may_redraft=True)
+            if emission is not None:
+                return emission
+        return self._draft_once(accessible, final, may_redraft=False)
+
+    def _drafts_per_step(self) -> int:
+        """The most drafts one step makes: the first, one after a preamble (once per segment), and per opening word
+        banned (at most `copy_retries` at a time) the redraft without it and, where it is kept, one more."""
+        return 2 + 2 * self.config.copy_retries
+
+    def _draft_once(self, accessible: int, final: bool, may_redraft: bool) -> Emission | None:
+        """One draft of `_step` and what it emits, or None where it must be drafted again (`may_redraft`)."""
         # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
         target_prefix = self.segment_preamble + join_units(self.segment_units, self.target_unit)
         step_key = (tuple(w.text for w in self.source_words), accessible, target_prefix, final)
@@ -313,6 +342,7 @@ class LLMTranslator(StreamingTranslator):
             budget = self._final_budget(prompt, target_prefix[len(self.segment_preamble):])
             draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._translation_over,
                                        banned_first_tokens=self._opening_bans())
+            self._count_budget(draft, budget)
             accepted, scan = len(draft.tokens), None
         else:
             draft, accepted, scan = self._draft_and_accept(prompt, self.config.max_new_tokens, accessible)
@@ -322,22 +352,25 @@ class LLMTranslator(StreamingTranslator):
         draft_text = self._decode(draft.tokens)
         if final:
             draft_text = draft_text.replace(REPLACEMENT_CHARACTER, "")
-        if not self.segment_units and not self.segment_preamble:
+        if may_redraft and not self.segment_units and not self.segment_preamble and "preamble" not in self.rules_off:
             preamble = preamble_length(draft_text, source)
             if preamble:  # into the prompt; draft this step again after it
-                self.segment_preamble = with_opened_quotation(draft_text[:preamble])
+                self.fired["preamble"] += 1
+                self.fired["quotation"] += with_opened_quotation(draft_text[:preamble]) != draft_text[:preamble]
+                self.segment_preamble = (draft_text[:preamble] if "quotation" in self.rules_off
+                                         else with_opened_quotation(draft_text[:preamble]))
                 self._record(Step(prompt, draft, draft_text, "", accessible, scan, final,
                                   preamble=self.segment_preamble))
                 self._last_step_key = None
-                return self._step(accessible, final)
+                return None
         if self._replaced_opening is not None:  # this draft replaces one that opened with the source's first word
             replaced, self._replaced_opening = self._replaced_opening, None
-            if not replaces_opening_word(replaced, split_units(draft_text, self.target_unit)):
+            if may_redraft and not replaces_opening_word(replaced, split_units(draft_text, self.target_unit)):
                 self.opening_kept.add(self.opening_bans.pop())  # it wrote another sentence: the word stays
                 self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, source_opening=KEPT))
                 self._last_step_key = None
-                return self._step(accessible, final)
-        if not self.segment_units and draft.tokens and draft.tokens[0] not in self.opening_kept \
+                return None
+        if may_redraft and not self.segment_units and draft.tokens and draft.tokens[0] not in self.opening_kept \
                 and len(self.opening_bans) < self.config.copy_retries \
                 and self.guard.opens_with_source_word(self.segment_units, draft_text, source):
             # The translation began with the word the model read first ("For | esempio"): drafted again, live or
@@ -346,7 +379,7 @@ class LLMTranslator(StreamingTranslator):
             self._replaced_opening = split_units(draft_text, self.target_unit)
             self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, source_opening=BANNED))
             self._last_step_key = None
-            return self._step(accessible, final)
+            return None
         usable, cut = self._usable_length(draft_text)
         if final or cut:
             # The draft is a translation up to `usable` (it ended, or what follows is no longer one); only a final
@@ -376,10 +409,12 @@ class LLMTranslator(StreamingTranslator):
             committed += self._retry_final(source, target_prefix, draft, committed, cut, budget)[0]
         elif copied is not None:
             committed = committed[:copied]
-        if final and self.segment_preamble:
+        if final and self.segment_preamble and "quotation" not in self.rules_off:
+            self.fired["quotation"] += without_closing_quote(committed) != committed
             committed = without_closing_quote(committed)  # the quotation the preamble opened (it ends in one)
         units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
         if not final and self.config.withhold_sentence_end:
+            self.fired["sentence_end"] += units_before_sentence_end(units, self.config.target_lang) != units
             units = units_before_sentence_end(units, self.config.target_lang)
         if units and self.segment_units and self.decodes_leading_space \
                 and continues_last_unit(committed, self.target_unit):
@@ -399,8 +434,16 @@ class LLMTranslator(StreamingTranslator):
         tokenize = self.tokenizer
         source_tokens = len(tokenize(" ".join(w.text for w in self.source_words), add_special_tokens=False)["input_ids"])
         prefix_tokens = len(tokenize(target_prefix, add_special_tokens=False)["input_ids"]) if target_prefix else 0
-        return final_budget(source_tokens, prefix_tokens, self.config.final_budget_ratio,
-                            self.config.final_budget_slack, self.config.final_max_new_tokens)
+        if "final_budget" in self.rules_off:
+            return self.config.final_max_new_tokens
+        budget = final_budget(source_tokens, prefix_tokens, self.config.final_budget_ratio,
+                              self.config.final_budget_slack, self.config.final_max_new_tokens)
+        self._budget_below_cap = budget < self.config.final_max_new_tokens
+        return budget
+
+    def _count_budget(self, draft: Draft, budget: int) -> None:
+        """Count a final draft that used its whole ratio budget where the cap would have allowed more."""
+        self.fired["final_budget"] += getattr(self, "_budget_below_cap", False) and len(draft.tokens) >= budget
 
     def _retry_copy(self, source: list[str], target_prefix: str, draft: Draft, committed: str, copied: int,
                     budget: int) -> str:
@@ -413,6 +456,7 @@ class LLMTranslator(StreamingTranslator):
         kept = committed[:copied]
         prefix_units = [*self.segment_units, *split_units(kept, self.target_unit, continues=bool(self.segment_units))]
         banned: list[int] = []
+        self.fired["copy_retries"] += self.config.copy_retries > 0
         for _ in range(self.config.copy_retries):
             retried, first_token = self._retry_final(source, target_prefix, draft, kept, COPY, budget, banned)
             if not retried.strip() or first_token is None:
@@ -437,6 +481,7 @@ class LLMTranslator(StreamingTranslator):
         for attempt in range(retries):
             if cut not in (*DEGENERATE_CUTS, COPY):  # most finals: nothing to decode again
                 break
+            self.fired["final_retries"] += cut in DEGENERATE_CUTS
             # The retry continues right after the kept text, so the token to ban is the one that followed it (not the
             # one that starts the next unit: a tokenizer may put the space between units in a token of its own).
             kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
@@ -451,6 +496,7 @@ class LLMTranslator(StreamingTranslator):
             draft = self.session.draft(prompt.token_ids, budget, capture=False,
                                        stop=lambda d: self._translation_over(d, prefix_units),
                                        banned_first_tokens=banned)
+            self._count_budget(draft, budget)
             if attempt == 0:
                 first_token = draft.tokens[0] if draft.tokens else None
             draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "")
@@ -490,9 +536,11 @@ class LLMTranslator(StreamingTranslator):
         """Whether `draft_text` opens the segment and may still turn out to open with the model's own introduction
         (`policies.degenerate.may_become_preamble`). A policy about to commit a draft's first words drafts on while
         this holds, so the introduction is seen whole and moves into the prompt; once per segment."""
-        if self.segment_units or self.segment_preamble:
+        if self.segment_units or self.segment_preamble or "preamble" in self.rules_off:
             return False
-        return may_become_preamble(draft_text, [w.text for w in self.source_words])
+        may = may_become_preamble(draft_text, [w.text for w in self.source_words])
+        self.fired["preamble"] += may
+        return may
 
     def _committable_length(self, draft: Draft, accepted: int) -> int:
         """Round a live draft's accepted token prefix back to the last complete stability unit. Where the draft
@@ -579,6 +627,7 @@ class AlignAttTranslator(LLMTranslator):
             scan_next(draft)
         accepted = scanner.accepted_tokens
         if floor > 0 and scanner.failed:
+            self.fired["waitk_floor"] += 1
             accepted = max(accepted, self._whole_tokens_within(draft, floor))
         return draft, accepted, scanner.result()
 

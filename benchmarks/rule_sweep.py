@@ -1,0 +1,103 @@
+"""Measure each draft rule alone on text runs without translating every line again: a rule that found nothing in a
+line (the policy log's `fired_RULE`) cannot change it, so a run with the rule off needs only the lines where it did.
+
+    # the lines where each rule fired in an all-on run, as source and reference files
+    .venv/bin/python benchmarks/rule_sweep.py select runs/eval-text-de/runs/alignatt-text_rule_off=none \\
+        --rules loop copy --out runs/eval-text-de-lines
+    # run each subset with its rule off (simulagents eval --source ... --reference ... --set rule_off=RULE), then
+    # put its lines back into the all-on run's hypotheses: one run folder per rule that paired_bootstrap.py and
+    # read_text_outputs.py read like any other
+    .venv/bin/python benchmarks/rule_sweep.py splice runs/eval-text-de/runs/alignatt-text_rule_off=none \\
+        runs/eval-text-de-loop/runs/x_default runs/eval-text-de-lines/loop.lines --name loop-off --out runs/eval-spliced
+
+SimulEval's text runs translate each line from a fresh state, so lines are independent. `preamble` also makes a
+policy draft on while a segment's opening may become an introduction; that draft changes a line only where a
+preamble was found or another rule found something in the longer draft, so its lines are those (`--controls N`
+adds N lines where nothing fired, which must come out unchanged).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from agents.evaluation.runs import POLICY_LOG, run_lines
+
+# Rules whose off value changes what other rules do: `copy_retries` 0 also bounds the opening-word bans at none.
+ALSO_CHANGES = {"copy_retries": ("opening_word",)}
+
+
+def fired_lines(run: Path, rule: str) -> list[int]:
+    """Indices of the lines where `rule` found something (`preamble`: a preamble, or any other rule's find; a rule
+    of ALSO_CHANGES: also the lines where the rules it bounds found something)."""
+    rows = [json.loads(line) for line in (run / POLICY_LOG).read_text(encoding="utf-8").splitlines()]
+    hypotheses, _, _ = run_lines(run)
+    if len(rows) != len(hypotheses):
+        raise SystemExit(f"{run}: {len(rows)} policy-log lines for {len(hypotheses)} lines (one per line expected)")
+    if rule == "preamble":
+        return [i for i, row in enumerate(rows) if row["preambles"] or any(
+            value for name, value in row.items() if name.startswith("fired_") and name != "fired_preamble")]
+    names = (rule, *ALSO_CHANGES.get(rule, ()))
+    return [i for i, row in enumerate(rows) if any(row[f"fired_{name}"] for name in names)]
+
+
+def select(run: Path, rules: list[str], out: Path, controls: int) -> None:
+    _, references, sources = run_lines(run)
+    rows = [json.loads(line) for line in (run / POLICY_LOG).read_text(encoding="utf-8").splitlines()]
+    quiet = [i for i, row in enumerate(rows) if not any(v for n, v in row.items() if n.startswith("fired_")
+                                                          and n != "fired_preamble")]
+    out.mkdir(parents=True, exist_ok=True)
+    for rule in rules:
+        lines = sorted({*fired_lines(run, rule), *quiet[::max(1, len(quiet) // controls)][:controls]}
+                       if controls else fired_lines(run, rule))
+        for suffix, texts in (("lines", [str(i) for i in lines]), ("src", [sources[i] for i in lines]),
+                              ("ref", [references[i] for i in lines])):
+            (out / f"{rule}.{suffix}").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+        print(f"{rule}: {len(lines)} lines")
+
+
+def splice(base: Path, subset: Path, lines_file: Path, name: str, out: Path) -> None:
+    hypotheses, references, sources = run_lines(base)
+    subset_hypotheses, _, _ = run_lines(subset)
+    lines = [int(line) for line in lines_file.read_text().split()]
+    if len(lines) != len(subset_hypotheses):
+        raise SystemExit(f"{subset}: {len(subset_hypotheses)} lines for the {len(lines)} of {lines_file}")
+    spliced = list(hypotheses)
+    for index, hypothesis in zip(lines, subset_hypotheses):
+        spliced[index] = hypothesis
+    run = out / "runs" / name
+    run.mkdir(parents=True, exist_ok=True)
+    for file, texts in (("offline.txt", spliced), ("reference.txt", references), ("source.txt", sources)):
+        (run / file).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    shutil.copy(subset / "environment.json", run / "environment.json")
+    result = json.loads((base / "result.json").read_text())
+    (run / "result.json").write_text(json.dumps({key: result[key] for key in ("source_lang", "target_lang")
+                                                 if key in result}))
+    changed = [i for i in lines if spliced[i] != hypotheses[i]]
+    print(f"{name}: {len(changed)} of {len(hypotheses)} lines changed (of {len(lines)} run again): {changed}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    chosen = commands.add_parser("select", help="write RULE.src/.ref/.lines: the lines where RULE fired")
+    chosen.add_argument("run", type=Path, help="an all-on text run folder (with policy.jsonl)")
+    chosen.add_argument("--rules", nargs="+", required=True)
+    chosen.add_argument("--controls", type=int, default=0, help="add this many lines where nothing fired")
+    chosen.add_argument("--out", type=Path, required=True)
+    joined = commands.add_parser("splice", help="the all-on run with the subset run's lines put back")
+    joined.add_argument("base", type=Path)
+    joined.add_argument("subset", type=Path)
+    joined.add_argument("lines", type=Path)
+    joined.add_argument("--name", required=True)
+    joined.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    if args.command == "select":
+        select(args.run, args.rules, args.out, args.controls)
+    else:
+        splice(args.base, args.subset, args.lines, args.name, args.out)
+
+
+if __name__ == "__main__":
+    main()
