@@ -10,7 +10,7 @@ LLAMA_CPP_PIN := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)
 NO_AMX := $(if $(filter x86_64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install demo test test-fast gpu-check image-check comet-env vllm-env embedded-1.5b clean
+.PHONY: install demo test docs test-fast gpu-check image-check comet-env vllm-env embedded-1.5b clean
 
 install: $(VENV)/.installed
 
@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# -march=native without AMX: llama.cpp's AMX matmul of quantized weights dies with "Illegal instruction"
 	# (backends/llama_cpp: check_no_amx_matmul), and no preset runs quantized weights on an AMX CPU (bf16 there).
 	CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
-		$(PY) -m pip install -q -e ".[embedded,simuleval,speech,eval,finetune,llamacpp,cluster,dev]"
+		$(PY) -m pip install -q -e ".[embedded,simuleval,speech,eval,finetune,llamacpp,cluster,docs,dev]"
 	# A wheel pip cached from a build with AMX is built again without it.
 	$(PY) -c "from backends.llama_cpp import build_features; exit('AMX_INT8' in build_features())" \
 		|| CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
@@ -57,6 +57,12 @@ test:
 	$(PYTEST) --durations=10
 	# The vLLM backend's tests (tests/vllm_backend; skipped in the main venv, which has no vLLM).
 	$(VLLM_VENV)/bin/python -m pytest -q --durations=5 tests/vllm_backend
+
+# The documentation site from docs/ into site/ (mkdocs.yml); --strict fails on a broken link or a page left out of the
+# nav. The configuration reference is written from the code first (`simulagents config-reference`).
+docs: install
+	$(VENV)/bin/simulagents config-reference
+	$(VENV)/bin/mkdocs build --strict
 
 # The paper's GPU path (random full-size Gemma-4 E4B + Qwen3-ASR, nothing downloaded), one table; refuses without
 # CUDA. Needs a CUDA torch in $(VENV) (`make install TORCH=` keeps one you installed) and, for the vLLM row, an
@@ -105,4 +111,4 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(COMET_VENV) $(VLLM_VENV) .pytest_cache
+	rm -rf $(VENV) $(COMET_VENV) $(VLLM_VENV) .pytest_cache site

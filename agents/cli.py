@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from agents import config_reference
 from agents.evaluation import command as evaluation
 from agents.evaluation.runs import EvaluationError
 from common import datasets
@@ -160,6 +161,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
      evaluation.add_eval_arguments, evaluation.eval_command),
     ("synth-set", "speak a text file on an audio-segments timeline with espeak-ng: a long-form speech test set",
      evaluation.add_synth_set_arguments, evaluation.synth_set_command),
+    ("config-reference", "write the configuration reference (every knob: type, default, help, agents) from the code",
+     config_reference.add_config_reference_arguments, config_reference.config_reference_command),
 )
 
 

@@ -5,7 +5,7 @@
         [--pause-commit-seconds 0 20] [--unpunctuated] [--asr-threads 1]
 
 `--unpunctuated` lower-cases the recogniser's words and strips their punctuation (a recogniser that writes neither,
-as Whisper does for a minute at a time: docs/alignatt4llm_quality.md, "A sentence end the recogniser did not
+as Whisper does for a minute at a time: docs/journal/alignatt4llm-quality.md, "A sentence end the recogniser did not
 write"), so only pauses, `max_sentence_seconds` and the speaker stopping can end a segment. Per setting: how the
 segments were ended (at a written or unwritten sentence end, or without one), how many of those without one were
 cut in a pause where a reference line ends (where the speaker did end a sentence), and how long a segment's first

@@ -32,7 +32,7 @@ ORDINAL = re.compile(r"\d+\.")
 # end the recogniser did not write: Whisper at times drops its full stops for a minute at a time ("… still remains
 # understudied In this paper we define …", each later hypothesis conditioned on the last), and a sentence that never
 # ends holds a stream's output back until `max_sentence_seconds` (45 s of silence in one MCIF talk: docs/
-# alignatt4llm_quality.md, "A sentence end the recogniser did not write"). Not "A" or "I" (a letter, a pronoun).
+# docs/journal/alignatt4llm-quality.md, "A sentence end the recogniser did not write"). Not "A" or "I" (a letter, a pronoun).
 SENTENCE_OPENERS = frozenset("""An And As But First For However If In It Its Let's Next Now Our So Since That The
 Then There These They This Today We What When You""".split())
 COMMIT_AGREEMENTS = ("words", "sentence_end")  # see TranscriptStabilizer
@@ -47,7 +47,7 @@ FREEZE_MIN_PAUSE = 0.3
 # one after an agreed word that ended at most PAUSE_COMMIT_RECENT seconds before the last agreed word, so the cut
 # falls about where the translator has read to, not at an older pause it has translated past (the next segment would
 # translate those words again). Speakers pause where sentences end, whether or not the recogniser writes it. See
-# `pause_commit_count` and docs/alignatt4llm_quality.md, "A sentence the recogniser never ends".
+# `pause_commit_count` and docs/journal/alignatt4llm-quality.md, "A sentence the recogniser never ends".
 PAUSE_COMMIT_MIN_PAUSE = 0.5
 PAUSE_COMMIT_RECENT = 2.0
 

@@ -1,7 +1,7 @@
 """Following a system from its harness to its backend takes at most MAX_PATH_FILES files of the package: each system
 runs through its harness (simulstream's processor protocol, SimulEval's own CLI) under a profiler, and every call
 chain from the harness into a backend or policy function, loading included, passes through at most that many
-distinct files of `agents/`, `policies/`, `backends/` and `common/` (the README's layout section names each path)."""
+distinct files of `agents/`, `policies/`, `backends/` and `common/` (docs/design.md's layout section names each path)."""
 from __future__ import annotations
 
 import sys
@@ -84,7 +84,7 @@ def check_path(chains: CallChains, harness: str, system: str, backend: str) -> N
     own), stays within MAX_PATH_FILES files; the chains start at the harness and reach the system's backend."""
     longest = max(map(to_endpoint, chains.chains), key=lambda chain: (len({*chain, system}), chain))
     count = len({*longest, system})
-    for end in (backend, "policies/"):  # the paths the README names (seen with `pytest -s`)
+    for end in (backend, "policies/"):  # the paths docs/design.md names (seen with `pytest -s`)
         chain = max((c for c in map(to_endpoint, chains.chains) if c[-1].startswith(end)), default=(), key=len)
         print(f"\n{system}: {' -> '.join(chain)}")
     assert count <= MAX_PATH_FILES, f"{count} files from the harness to the backend: {system}, {' -> '.join(longest)}"

@@ -3,30 +3,15 @@ config of the package; a system that wants another default takes the knob with `
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import inspect
-import pkgutil
 from collections import defaultdict
 
+from agents.config_reference import config_classes
 from common.config import knob, with_default
 
 # One name, two things, both in STAR's training command: `heads` is the model's attention-head count there (a head
 # set file in AlignAtt) and `wait_k` the training mask's lag (the decoder's read-ahead in the agent). Renaming them
 # would change STAR's training flags and the metadata of every STAR checkpoint written so far.
 DIFFERENT_THINGS_ONE_NAME = {"heads", "wait_k"}
-
-
-def config_classes():
-    for package in ("agents", "backends", "common"):
-        root = importlib.import_module(package)
-        for info in pkgutil.walk_packages(root.__path__, f"{package}."):
-            try:
-                module = importlib.import_module(info.name)
-            except ImportError:  # an optional runtime (vLLM) absent from this environment
-                continue
-            for value in vars(module).values():
-                if inspect.isclass(value) and dataclasses.is_dataclass(value) and value.__module__ == module.__name__:
-                    yield value
 
 
 def declarations(classes) -> dict[str, dict[str, str]]:

@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 # Positions of a compiled session's cache: a prompt and its draft up to this many tokens decode compiled; a longer one
 # decodes eagerly. Every step attends over all of them (masked), nothing on a GPU, but on a CPU it made the narrow
-# Gemma-4's compiled step slower than eager decoding (README, "Compiled draft step").
+# Gemma-4's compiled step slower than eager decoding (docs/gpu_check.md, "Compiled draft step").
 COMPILED_CACHE_TOKENS = 2048
 
 
