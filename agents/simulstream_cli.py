@@ -133,6 +133,16 @@ def run_inference(config: dict, wavs: list[str], metrics_log: Path, src_lang: st
         handler.flush()
 
 
+def final_texts(metrics_log: Path) -> dict[str, str]:
+    """Each talk's final text, as simulstream's scorers rebuild it from a metrics log and its effective YAML."""
+    from simulstream.config import yaml_config
+    from simulstream.metrics.readers import LogReader
+
+    config = yaml_config(str(effective_config_path(metrics_log)))
+    unit = getattr(config, "latency_unit", None) or DETOKENIZER_DEFAULTS["latency_unit"]
+    return LogReader(config, str(metrics_log), latency_unit=unit).final_outputs()
+
+
 def serve(config: dict, metrics_log: Path, host: str, port: int, pool_size: int) -> None:
     """simulstream's websocket server with this agent (blocks), answering each fault to its client
     (agents/harness/websocket_server.py)."""
@@ -221,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         wavs = prepare_wav_list(args.wav_list, metrics_log.with_name(metrics_log.name + ".wavs"))
         run_inference(config, wavs, metrics_log, args.src_lang, args.tgt_lang)
+        for talk, text in final_texts(metrics_log).items():
+            print(f"{talk}:\n{text}\n")
     except (CommandError, ConfigError) as error:
         print(f"simulstream: error: {error}", file=sys.stderr)
         return 2

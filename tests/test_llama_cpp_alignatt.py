@@ -190,9 +190,10 @@ def test_bad_llama_cpp_configuration_is_refused(values, message):
 
 
 @pytest.mark.harness
-def test_low_cpu_preset_translates_speech_through_simulstreams_runner(tmp_path, embedded_model_path):
+def test_low_cpu_preset_translates_speech_through_simulstreams_runner(tmp_path, embedded_model_path, capsys):
     """eval_configs/alignatt4llm_cpu_low.yaml as a user runs it: simulstream's inference runner, 1 s chunks, the
-    fitted Whisper window, AlignAtt on llama.cpp with the weight format chosen for this CPU (`gguf_weights: auto`)."""
+    fitted Whisper window, AlignAtt on llama.cpp with the weight format chosen for this CPU (`gguf_weights: auto`);
+    the command prints the talk's translation."""
     from backends.cpu import preferred_gguf_weights
     from backends.llama_cpp import requantized_path
     from cli_runs import run_cli_on_talk
@@ -205,3 +206,5 @@ def test_low_cpu_preset_translates_speech_through_simulstreams_runner(tmp_path, 
     live = [record for record in records[:-1] if record["generated_tokens"]]
     assert live, f"nothing was emitted before the end of the stream: {records}"  # AlignAtt wrote while listening
     assert requantized_path("embedded", preferred_gguf_weights()).is_file()
+    printed = capsys.readouterr().out
+    assert f"talk:\n{text.strip()}\n" in printed, printed  # by wav stem; the units carry their leading space
