@@ -18,6 +18,7 @@ from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, Wai
 from backends.heads import HeadFileError, HeadSet
 from backends.hf.lm import CausalLM
 from backends.models import ModelNotFoundError, load_causal_lm
+from policies.degenerate import Opening
 from policies.units import split_units
 
 SENTENCE = "the committee approved the new budget for schools and hospitals after a long debate".split()
@@ -1036,7 +1037,7 @@ def test_a_translation_that_opens_with_the_sources_first_word_is_drafted_again_w
     # Each ban adds to the ones before it; once the translation has begun, or the ban was lifted, no draft has it.
     assert [b for b in session.bans if b] == [tuple(first_tokens[:n]) for n in range(1, banned + 1)]
     translator.reset()
-    assert translator.opening_bans == [] and translator.opening_kept == set()
+    assert translator.opening == Opening()
 
 
 @pytest.mark.parametrize("drafts, expected, bans", [(1, OPENINGS[0], 0), (2, OPENINGS[1], 1), (4, OPENINGS[2], 2)])
