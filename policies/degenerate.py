@@ -460,16 +460,23 @@ class DraftGuard:
                                 found=("preamble", *(("quotation",) if quoted != draft_text[:length] else ())))
             if opening.replaced is not None and not replaces_opening_word(opening.replaced, units):
                 return Decision(redraft=Redraft(keep=True))  # it wrote another sentence: the word stays
-            if first_token is not None and first_token not in opening.kept and len(opening.bans) < self.max_bans \
-                    and self.opens_with_source_word(prefix_units, draft_text, source_words):
+            if self._on("opening_word") and first_token not in (None, *opening.kept) and len(
+                    opening.bans) < self.max_bans and opens_with_source_word(
+                    prefix_units, units, source_words, self.source_lang, self.target_lang):
                 return Decision(redraft=Redraft(ban=first_token, replaced=tuple(units)), found=("opening_word",))
         found: list[str] = []
         length, cut = self.usable_length(prefix_units, draft_text, source_words, found)
         copied = self.copy_length(prefix_units, draft_text[:length], source_words, found)
-        if live and self.opens_in_source_language(prefix_units, draft_text[:length]):
+        if live and self._on("opening_language") and opens_in_source_language(
+                prefix_units, split_units(draft_text[:length], self.unit), self.source_lang, self.target_lang):
             copied = 0
             found.append("opening_language")
         return Decision(length, cut, copied, None, tuple(found))
+
+    def _on(self, opening_rule: str) -> bool:
+        """Whether an opening rule (part of the copy guard) is on: the copy guard is, and the rule is not measured
+        off."""
+        return self.copy_run >= 1 and opening_rule not in self.off
 
     def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = (),
                       found: list[str] | None = None) -> tuple[int, str]:
@@ -510,20 +517,6 @@ class DraftGuard:
                                           prefix_units, units, self.source_lang, self.target_lang, self.turn_words)))
                   if start is not None]
         return units_prefix_length(draft_text, self.unit, min(starts)) if starts else None
-
-    def opens_in_source_language(self, prefix_units: Sequence[str], draft_text: str) -> bool:
-        """Whether `draft_text`, a segment's draft with nothing committed yet (`prefix_units` empty), opens in
-        `source_lang` (`opens_in_source_language`); False with the copy guard off (`copy_run` 0)."""
-        return self.copy_run >= 1 and "opening_language" not in self.off and opens_in_source_language(
-            prefix_units, split_units(draft_text, self.unit), self.source_lang, self.target_lang)
-
-    def opens_with_source_word(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str]
-                               ) -> bool:
-        """Whether `draft_text`, a segment's draft with nothing committed yet, opens with the source's first word
-        and goes on in the target language (`opens_with_source_word`); False with the copy guard off."""
-        return self.copy_run >= 1 and "opening_word" not in self.off and opens_with_source_word(
-            prefix_units, split_units(draft_text, self.unit), source_words, self.source_lang, self.target_lang)
-
 
 def _found(found: list[str], rule: str, start):
     """`start`, with `rule` added to `found` where it is not None."""

@@ -447,6 +447,33 @@ def test_a_final_draft_cut_by_a_loop_is_drafted_again_after_what_it_kept(tiny_lm
         build_config(WaitkConfig, {"units_per_word": -1.0})
 
 
+CALIBRATION_147 = 'The task here is to identify the correct entity that the pronoun "he" refers to, which in this case is Servin.'
+KEPT_147 = "Die Aufgabe hier ist, die deutsche Übersetzung des englischen Textes zu finden, das"
+
+
+@pytest.mark.parametrize("retries, expected", [
+    (0, KEPT_147),  # the line with final_retries off (calibration text split, docs/draft_rules.md)
+    (1, KEPT_147 + ' den pronoun "he" in diesem Fall den Servin bezieht.'),  # the all-on run's line
+])
+def test_the_final_retry_completes_the_calibration_line_a_loop_cut(embedded_model_path, retries, expected):
+    """Calibration text line 147 (the embedded model, AlignAtt text preset, en→de, 2026-12-05): the draft loops on
+    "die deutsche Übersetzung des englischen Textes zu finden, das" (its hypothesis with the loop rule off); the
+    loop is cut after one copy and, with the final retry, drafted again without the loop's first token (" die"),
+    which gave the rest of the all-on run's line. Without the retry the line ends on "das". (The run's tokenizer:
+    the tiny one's " d" opens both " die" and " den".)"""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_path))
+    loop = " die deutsche Übersetzung des englischen Textes zu finden, das"
+    continuations = {"": [KEPT_147 + loop * 2 + " die deutsche Übersetzung des eng"],
+                     KEPT_147: [loop + loop, ' den pronoun "he" in diesem Fall den Servin bezieht.']}
+    session = RankedScriptSession(tokenizer, continuations)
+    lm = SimpleNamespace(tokenizer=tokenizer, session=lambda heads: session)
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_retries=retries))  # only the final step drafts
+    assert " ".join(u for e in stream(translator, CALIBRATION_147.split()) for u in e.new_units) == expected
+    assert translator.stats.final_degenerate == 1 and translator.stats.final_retries == retries
+
+
 @pytest.mark.parametrize("rule_off, expected, fired", [
     ("none", "Das ist das Modell, das wir in allen Tests", {"loop", "final_retries"}),
     ("final_retries", "Das ist das Modell, das", {"loop"}),
