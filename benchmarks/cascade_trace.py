@@ -83,7 +83,7 @@ class Tracer:
                        "emitted": self._text(emission.new_units)})
         if emission.joins_last_unit:  # "emitted" goes on inside target_before's last word ("Open" + "AI eine")
             record["joins_last_unit"] = True
-        if len(added) > 1:  # a final draft cut as degenerate and drafted again (LLMTranslator._retry_final)
+        if len(added) > 1:  # a final draft cut as degenerate and drafted again (LLMTranslator._redraft_final)
             record["retry_drafts"] = [retry.draft_text for retry in added[1:]]
         self.records.append(record)
         self.out.write(json.dumps(record, ensure_ascii=False) + "\n")

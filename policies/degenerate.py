@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Sequence
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from policies.function_words import FUNCTION_WORDS, exclusive_words, has_function_words, language_evidence
 from policies.units import Unit, is_cjk_unit_char, primary_language, split_units, units_prefix_length
@@ -384,9 +383,56 @@ COPY = "copied source"
 
 
 @dataclass(frozen=True)
+class Opening:
+    """What a segment's opening drafts are judged with until the segment ends (one translator's, one segment's):
+    the introduction moved into the prompt (`preamble_length`, as `with_opened_quotation` makes it), the first
+    tokens banned from the opening and those kept (`opens_with_source_word`), and the units of the draft that the
+    next one redrafts without its first word (`replaces_opening_word`)."""
+
+    preamble: str = ""
+    bans: tuple[int, ...] = ()
+    kept: frozenset[int] = frozenset()
+    replaced: tuple[str, ...] | None = None
+
+    def after(self, redraft: Redraft | None) -> Opening:
+        """The opening once `redraft` is made, or once a draft is taken (None)."""
+        if redraft is None:
+            return replace(self, replaced=None)
+        if redraft.preamble:
+            return replace(self, preamble=redraft.preamble)
+        if redraft.ban is not None:
+            return replace(self, bans=(*self.bans, redraft.ban), replaced=redraft.replaced)
+        return replace(self, bans=self.bans[:-1], kept=self.kept | {self.bans[-1]}, replaced=None)  # kept
+
+
+@dataclass(frozen=True)
+class Redraft:
+    """Why a draft is made again instead of taken: its opening introduction moves into the prompt (`preamble`), its
+    first token is banned from the segment's opening (`ban`; `replaced`: the draft's units), or the last ban is
+    lifted (`keep`)."""
+
+    preamble: str = ""
+    ban: int | None = None
+    replaced: tuple[str, ...] | None = None
+    keep: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How much of one draft is a usable translation: its first `length` characters, ended by `cut` ("" where
+    nothing ended it); of those, the first `copied` copy nothing (None: none copies); or, instead, `redraft`.
+    `found`: the rules whose checks found something (measurement: docs/draft_rules.md)."""
+
+    length: int = 0
+    cut: str = ""
+    copied: int | None = None
+    redraft: Redraft | None = None
+    found: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class DraftGuard:
-    """Every rule of this module for one translation direction and prompt: `usable_length` says how much of a
-    draft is still a translation."""
+    """Every rule of this module for one translation direction and prompt, decided as one: `decide`."""
 
     unit: Unit
     target_lang: str
@@ -394,16 +440,51 @@ class DraftGuard:
     copy_run: int = 0  # `copy_length`: this many consecutive source words repeated in the draft are a copy; 0: off
     source_lang: str = ""  # `opens_in_source_language`: the language a segment's draft must not open in
     turn_words: int = 0  # `copy_length`: a draft that turns into `source_lang` (`language_turn_start`) copies; 0: off
-    off: frozenset[str] = frozenset()  # rules measured off: loop, echo, foreign_script, restart, copy,
-    # opening_language, opening_word
-    fired: Counter = field(default_factory=Counter, compare=False)  # per rule: the checks that found something
+    off: frozenset[str] = frozenset()  # rules measured off (config.DRAFT_RULES)
+    max_bans: int = 0  # first tokens banned from a segment's opening at most (`opens_with_source_word`)
 
-    def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = ()
-                      ) -> tuple[int, str]:
+    def decide(self, draft_text: str, prefix_units: Sequence[str], source_words: Sequence[str],
+               first_token: int | None = None, opening: Opening | None = None, live: bool = False) -> Decision:
+        """The one decision on a draft of `draft_text` after the committed `prefix_units`: with an `opening` (a
+        redraft allowed), a segment's first draft that opens with an introduction, or with the source's first word
+        (whose `first_token` was not kept and may still be banned), or that replaced such a word by more than the
+        word, is drafted again (`Decision.redraft`); otherwise its usable length (`usable_length`) and, of that,
+        what copies nothing (`copy_length`; a `live` draft that opens in the source language copies from its start:
+        a later draft, seeing more, may translate)."""
+        if opening is not None:
+            units = split_units(draft_text, self.unit)
+            if not prefix_units and not opening.preamble and "preamble" not in self.off and (
+                    length := preamble_length(draft_text, source_words)):
+                quoted = with_opened_quotation(draft_text[:length])
+                return Decision(redraft=Redraft(draft_text[:length] if "quotation" in self.off else quoted),
+                                found=("preamble", *(("quotation",) if quoted != draft_text[:length] else ())))
+            if opening.replaced is not None and not replaces_opening_word(opening.replaced, units):
+                return Decision(redraft=Redraft(keep=True))  # it wrote another sentence: the word stays
+            if self._on("opening_word") and first_token not in (None, *opening.kept) and len(
+                    opening.bans) < self.max_bans and opens_with_source_word(
+                    prefix_units, units, source_words, self.source_lang, self.target_lang):
+                return Decision(redraft=Redraft(ban=first_token, replaced=tuple(units)), found=("opening_word",))
+        found: list[str] = []
+        length, cut = self.usable_length(prefix_units, draft_text, source_words, found)
+        copied = self.copy_length(prefix_units, draft_text[:length], source_words, found)
+        if live and self._on("opening_language") and opens_in_source_language(
+                prefix_units, split_units(draft_text[:length], self.unit), self.source_lang, self.target_lang):
+            copied = 0
+            found.append("opening_language")
+        return Decision(length, cut, copied, None, tuple(found))
+
+    def _on(self, opening_rule: str) -> bool:
+        """Whether an opening rule (part of the copy guard) is on: the copy guard is, and the rule is not measured
+        off."""
+        return self.copy_run >= 1 and opening_rule not in self.off
+
+    def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = (),
+                      found: list[str] | None = None) -> tuple[int, str]:
         """(length, cut): how much of `draft_text` (the continuation of the committed `prefix_units`) is still a
         translation of `source_words`, and which rule ended it there: LINE_BREAK, or one of DEGENERATE_CUTS (a
         foreign script, an echo of the instructions, a restart of the translation, a loop); "" where none did.
-        After a cut the translation is over; the rest is never used."""
+        After a cut the translation is over; the rest is never used. The rules that found something go to `found`."""
+        found = [] if found is None else found
         length, cut = len(draft_text), ""
         newline = line_end(draft_text)
         if newline is not None:
@@ -412,50 +493,36 @@ class DraftGuard:
         checks = (("foreign_script", lambda: foreign_script_start(units, self.target_lang), FOREIGN_SCRIPT),
                   ("echo", lambda: echo_start(units, self.instruction_words, source_words), ECHO),
                   ("restart", lambda: restart_start(prefix_units, units, self.unit), RESTART))
-        starts = [(start, rule) for start, rule in ((self._fires(name, check()), rule) for name, check, rule in checks
+        starts = [(start, rule) for start, rule in ((_found(found, name, check()), rule) for name, check, rule in checks
                                                     if name not in self.off) if start is not None]
         if starts:
             start, cut = min(starts)
             length = units_prefix_length(draft_text[:length], self.unit, start)
-        loop = None if "loop" in self.off else self._fires("loop", loop_free_length(prefix_units, draft_text[:length],
-                                                                                     self.unit))
+        loop = None if "loop" in self.off else _found(found, "loop", loop_free_length(prefix_units, draft_text[:length],
+                                                                                      self.unit))
         if loop is not None:
             length, cut = loop, LOOP
         return length, cut
 
-    def copy_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str]) -> int | None:
+    def copy_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str],
+                    found: list[str] | None = None) -> int | None:
         """Length of the part of `draft_text` (the continuation of `prefix_units`) before it starts copying
         `source_words` (`copy_start` with `copy_run` words) or turns into the source language
         (`language_turn_start` with `turn_words` words), or None where it does neither."""
+        found = [] if found is None else found
         units = split_units(draft_text, self.unit)
         run = 0 if "copy" in self.off else self.copy_run
-        starts = [start for start in (self._fires("copy", copy_start(prefix_units, units, source_words, run)),
-                                      self._fires("language_turn", language_turn_start(
+        starts = [start for start in (_found(found, "copy", copy_start(prefix_units, units, source_words, run)),
+                                      _found(found, "language_turn", language_turn_start(
                                           prefix_units, units, self.source_lang, self.target_lang, self.turn_words)))
                   if start is not None]
         return units_prefix_length(draft_text, self.unit, min(starts)) if starts else None
 
-    def opens_in_source_language(self, prefix_units: Sequence[str], draft_text: str) -> bool:
-        """Whether `draft_text`, a segment's draft with nothing committed yet (`prefix_units` empty), opens in
-        `source_lang` (`opens_in_source_language`); False with the copy guard off (`copy_run` 0)."""
-        return bool(self._fires("opening_language", self.copy_run >= 1 and "opening_language" not in self.off and
-                                opens_in_source_language(prefix_units, split_units(draft_text, self.unit),
-                                                         self.source_lang, self.target_lang) or None))
-
-
-    def opens_with_source_word(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str]
-                               ) -> bool:
-        """Whether `draft_text`, a segment's draft with nothing committed yet, opens with the source's first word
-        and goes on in the target language (`opens_with_source_word`); False with the copy guard off."""
-        return bool(self._fires("opening_word", self.copy_run >= 1 and "opening_word" not in self.off and
-                                opens_with_source_word(prefix_units, split_units(draft_text, self.unit),
-                                                       source_words, self.source_lang, self.target_lang) or None))
-
-    def _fires(self, rule: str, found):
-        """`found`, counted in `fired` under `rule` where it is not None (measurement: docs/draft_rules.md)."""
-        if found is not None:
-            self.fired[rule] += 1
-        return found
+def _found(found: list[str], rule: str, start):
+    """`start`, with `rule` added to `found` where it is not None."""
+    if start is not None:
+        found.append(rule)
+    return start
 
 
 def final_budget(source_tokens: int, target_prefix_tokens: int, ratio: float, slack: int, cap: int) -> int:

@@ -10,6 +10,8 @@ from policies.degenerate import (
     LOOP,
     RESTART,
     DraftGuard,
+    Opening,
+    Redraft,
     copy_start,
     may_become_preamble,
     preamble_length,
@@ -241,13 +243,17 @@ def test_a_draft_that_opens_in_the_source_language(source_lang, target_lang, dra
 
 
 def test_the_guard_tells_a_source_language_opening_when_the_copy_guard_is_on():
+    """A live draft that opens the segment in the source language copies from its start (`DraftGuard.decide`)."""
     guard = DraftGuard("word", "de", copy_run=4, source_lang="en")
-    assert guard.opens_in_source_language([], "God's love is")
-    assert not guard.opens_in_source_language(["Guten"], "love is")  # committed units stay
-    assert not guard.opens_in_source_language([], "Guten Morgen, alle")
-    assert guard.copy_length([], "God's love is", "God-mourning everyone and".split()) is None  # no copy
-    assert not DraftGuard("word", "de", copy_run=0, source_lang="en").opens_in_source_language([], "God's love is")
-    assert not DraftGuard("word", "de", copy_run=4).opens_in_source_language([], "God's love is")  # no language
+    source = "God-mourning everyone and".split()
+    assert guard.decide("God's love is", [], source, live=True).copied == 0
+    assert guard.decide("God's love is", [], source).copied is None  # a final draft is not held for its language
+    assert guard.decide("love is", ["Guten"], source, live=True).copied is None  # committed units stay
+    assert guard.decide("Guten Morgen, alle", [], source, live=True).copied is None
+    assert guard.copy_length([], "God's love is", source) is None  # no copy
+    assert DraftGuard("word", "de", copy_run=0, source_lang="en").decide("God's love is", [], source,
+                                                                         live=True).copied is None
+    assert DraftGuard("word", "de", copy_run=4).decide("God's love is", [], source, live=True).copied is None
 
 
 def test_the_function_words_tell_mcif_references_from_their_sources(shared_data):
@@ -286,10 +292,13 @@ def test_a_translation_that_opens_with_the_sources_first_word(source_lang, targe
     units = split_units(draft, target_unit_for(target_lang))
     assert opens_with_source_word([], units, source.split(), source_lang, target_lang) is opens
     assert not opens_with_source_word(["Hier"], units, source.split(), source_lang, target_lang)  # the opening only
-    guard = DraftGuard(target_unit_for(target_lang), target_lang, copy_run=4, source_lang=source_lang)
-    assert guard.opens_with_source_word([], draft, source.split()) is opens
-    off = DraftGuard(target_unit_for(target_lang), target_lang, copy_run=0, source_lang=source_lang)
-    assert not off.opens_with_source_word([], draft, source.split())
+    guard = DraftGuard(target_unit_for(target_lang), target_lang, copy_run=4, source_lang=source_lang, max_bans=1)
+    redraft = guard.decide(draft, [], source.split(), first_token=7, opening=Opening()).redraft
+    assert redraft == (Redraft(ban=7, replaced=tuple(units)) if opens else None)
+    for opening in (Opening(bans=(8,)), Opening(kept=frozenset({7}))):  # at most max_bans; a kept token stays
+        assert guard.decide(draft, [], source.split(), first_token=7, opening=opening).redraft is None
+    off = DraftGuard(target_unit_for(target_lang), target_lang, copy_run=0, source_lang=source_lang, max_bans=1)
+    assert off.decide(draft, [], source.split(), first_token=7, opening=Opening()).redraft is None
 
 
 @pytest.mark.parametrize("draft, retry, replaces", [
@@ -489,3 +498,83 @@ def test_the_quotation_a_preamble_opened_is_closed_only_at_the_end():
     assert without_closing_quote("预训练很有帮助。” ") == "预训练很有帮助。 "
     assert without_closing_quote('"Ja" und "nein" sind Antworten.') == '"Ja" und "nein" sind Antworten.'
     assert without_closing_quote("") == ""
+
+
+# Drafts the embedded model (Qwen2.5-Coder-0.5B-Instruct, bf16, AlignAtt text preset, en→de) wrote on the calibration
+# text split (docs/draft_rules.md, 2026-12-05): the line's hypothesis with the rule measured off, which is the draft
+# that rule cut or held in the all-on run. A draft is judged as it grows (the stop condition reads every token), so
+# `first_cut` reads it word by word.
+CALIBRATION_DRAFTS = [
+    ("loop", 18, "In this setting, the source language is the same as target language, for example German to German "
+     "or English to English.", "Die Situation ist sehr " + "sehr " * 40 + "very very", "Die Situation ist sehr", LOOP),
+    ("loop", 147, 'The task here is to identify the correct entity that the pronoun "he" refers to, which in this case '
+     "is Servin.", "Die Aufgabe hier ist, " + "die deutsche Übersetzung des englischen Textes zu finden, das " * 3
+     + "die deutsche Übersetzung des eng", "Die Aufgabe hier ist, die deutsche Übersetzung des englischen Textes zu "
+     "finden, das", LOOP),
+    ("foreign_script", 108, "And this can go, in extreme cases, up to 40 BLEURT points.",
+     "Und dies kann gehen, in extremen Fällen, up 至 40 BLEURT Punkte.", "Und dies kann gehen, in extremen Fällen, up",
+     FOREIGN_SCRIPT),
+    ("foreign_script", 126, "So, it seems that PaLM chooses to produce a better-sounding translation, sometimes by "
+     "dropping parts of the source sentence that are made in translation.", "So, es scheint, dass PALM eine "
+     "besser-sounding Übersetzung zu produzieren, oft durch丢te Teile des Quellensatzes, die von der Ausgabe übersetzt "
+     "werden.", "So, es scheint, dass PALM eine besser-sounding Übersetzung zu produzieren, oft", FOREIGN_SCRIPT),
+]
+
+
+def first_cut(guard: DraftGuard, draft: str, source: list[str]) -> tuple[str, str]:
+    """What `guard` keeps of the shortest word prefix of `draft` that it cuts, and the cut ((draft, "") if none)."""
+    words = draft.split(" ")
+    for count in range(1, len(words) + 1):
+        text = " ".join(words[:count])
+        length, cut = guard.usable_length([], text, source)
+        if cut:
+            return text[:length].rstrip(), cut
+    return draft, ""
+
+
+@pytest.mark.parametrize("rule, line, source, draft, kept, cut", CALIBRATION_DRAFTS)
+def test_each_cut_rule_cuts_a_draft_the_model_wrote_on_the_calibration_split(rule, line, source, draft, kept, cut):
+    """The all-on run's line is the kept text and what its retry wrote after it (line 147: "... zu finden, das den
+    pronoun "he" ..."); with the rule off the draft went out as it was."""
+    guard = DraftGuard("word", "de", INSTRUCTIONS)
+    assert first_cut(guard, draft, source.split()) == (kept, cut)
+    off = DraftGuard("word", "de", INSTRUCTIONS, off=frozenset({rule}))
+    assert first_cut(off, draft, source.split()) == (draft, "")
+
+
+def first_copy(guard: DraftGuard, draft: str, source: list[str]) -> tuple[int, str] | None:
+    """How many words of `draft` a guard reads before it finds a copy (a live step sees a draft grow), and what it
+    keeps then; None where it never does."""
+    words = draft.split(" ")
+    for count in range(1, len(words) + 1):
+        text = " ".join(words[:count])
+        length = guard.copy_length([], text, source)
+        if length is not None:
+            return count, text[:length].rstrip()
+    return None
+
+
+@pytest.mark.parametrize("rule, line, source, draft, copied", [
+    ("copy", 68, "Embedding marker contains two main steps.", "Embedding marker contains two main steps.", ""),
+    ("copy", 137, "Pretrained parameters can contain information about what presidents do and what a TV is",
+     "Pretrained parameters can contain information about what presidents do and what a TV is", ""),
+    ("language_turn", 171, "Still, even the best-performing models seem to have difficulties with reliably "
+     "integrating backward knowledge presented only at inference time.", "Auch die besten-Performing-Modelen seem to "
+     "have difficulties with reliably integrating backward knowledge presented only at inference time.",
+     "Auch die besten-Performing-Modelen seem"),
+    ("language_turn", 160, 'In the Background-Pretrain setting, we assume that the background knowledge "Politicians '
+     'seek elected seats in government" is contained in the pretrained parameters', "In der Background-Pretrain-"
+     'Sitzung assumed that the background knowledge "Politicians seek elected seats in government" is contained in '
+     "the pretrained parameters", "In der Background-Pretrain-Sitzung assumed"),
+])
+def test_each_copy_rule_finds_a_copy_the_model_wrote_on_the_calibration_split(rule, line, source, draft, copied):
+    """The line's hypothesis with the rule off (calibration text split, docs/draft_rules.md): the model copied the
+    source, or went on in English. With the rule on, the copy is found from `copied` on, no live step commits it and
+    the final draft is made again from there (the all-on line 68: "Ein Embeddingmarker enthält zwei Hauptstufen.");
+    with it off, it is found later or never (the English words between go out)."""
+    on = DraftGuard("word", "de", copy_run=4, source_lang="en", turn_words=1)
+    found = first_copy(on, draft, source.split())
+    assert found is not None and found[1] == copied
+    off = first_copy(DraftGuard("word", "de", copy_run=4, source_lang="en", off=frozenset({rule}),  # a knob: 0
+                                turn_words=0 if rule == "language_turn" else 1), draft, source.split())
+    assert off is None or off[0] > found[0]

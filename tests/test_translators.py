@@ -18,6 +18,7 @@ from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, Wai
 from backends.heads import HeadFileError, HeadSet
 from backends.hf.lm import CausalLM
 from backends.models import ModelNotFoundError, load_causal_lm
+from policies.degenerate import Opening
 from policies.units import split_units
 
 SENTENCE = "the committee approved the new budget for schools and hospitals after a long debate".split()
@@ -444,6 +445,33 @@ def test_a_final_draft_cut_by_a_loop_is_drafted_again_after_what_it_kept(tiny_lm
         build_config(WaitkConfig, {"final_retries": -1})
     with pytest.raises(ConfigError, match="units_per_word must be > 0"):
         build_config(WaitkConfig, {"units_per_word": -1.0})
+
+
+CALIBRATION_147 = 'The task here is to identify the correct entity that the pronoun "he" refers to, which in this case is Servin.'
+KEPT_147 = "Die Aufgabe hier ist, die deutsche Übersetzung des englischen Textes zu finden, das"
+
+
+@pytest.mark.parametrize("retries, expected", [
+    (0, KEPT_147),  # the line with final_retries off (calibration text split, docs/draft_rules.md)
+    (1, KEPT_147 + ' den pronoun "he" in diesem Fall den Servin bezieht.'),  # the all-on run's line
+])
+def test_the_final_retry_completes_the_calibration_line_a_loop_cut(embedded_model_path, retries, expected):
+    """Calibration text line 147 (the embedded model, AlignAtt text preset, en→de, 2026-12-05): the draft loops on
+    "die deutsche Übersetzung des englischen Textes zu finden, das" (its hypothesis with the loop rule off); the
+    loop is cut after one copy and, with the final retry, drafted again without the loop's first token (" die"),
+    which gave the rest of the all-on run's line. Without the retry the line ends on "das". (The run's tokenizer:
+    the tiny one's " d" opens both " die" and " den".)"""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_path))
+    loop = " die deutsche Übersetzung des englischen Textes zu finden, das"
+    continuations = {"": [KEPT_147 + loop * 2 + " die deutsche Übersetzung des eng"],
+                     KEPT_147: [loop + loop, ' den pronoun "he" in diesem Fall den Servin bezieht.']}
+    session = RankedScriptSession(tokenizer, continuations)
+    lm = SimpleNamespace(tokenizer=tokenizer, session=lambda heads: session)
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_retries=retries))  # only the final step drafts
+    assert " ".join(u for e in stream(translator, CALIBRATION_147.split()) for u in e.new_units) == expected
+    assert translator.stats.final_degenerate == 1 and translator.stats.final_retries == retries
 
 
 @pytest.mark.parametrize("rule_off, expected, fired", [
@@ -1036,7 +1064,7 @@ def test_a_translation_that_opens_with_the_sources_first_word_is_drafted_again_w
     # Each ban adds to the ones before it; once the translation has begun, or the ban was lifted, no draft has it.
     assert [b for b in session.bans if b] == [tuple(first_tokens[:n]) for n in range(1, banned + 1)]
     translator.reset()
-    assert translator.opening_bans == [] and translator.opening_kept == set()
+    assert translator.opening == Opening()
 
 
 @pytest.mark.parametrize("drafts, expected, bans", [(1, OPENINGS[0], 0), (2, OPENINGS[1], 1), (4, OPENINGS[2], 2)])

@@ -27,13 +27,12 @@ from policies.degenerate import (
     COPY,
     DEGENERATE_CUTS,
     LINE_BREAK,
+    Decision,
     DraftGuard,
+    Opening,
     echo_words,
     final_budget,
     may_become_preamble,
-    preamble_length,
-    replaces_opening_word,
-    with_opened_quotation,
     without_closing_quote,
 )
 from policies.frontier import accessible_word_count
@@ -63,7 +62,7 @@ class Step:
 
     cut: the rule of `policies.degenerate.DraftGuard` that ended the draft ("" where none did): a line break (the
     translation's line ended) or a degenerate cut (a loop, an echo, a restart, a foreign script).
-    retry: a final draft made again after the previous one's degenerate cut or copy (`LLMTranslator._retry_final`).
+    retry: a final draft made again after the previous one's degenerate cut or copy (`LLMTranslator._redraft_final`).
     copied: the draft's usable text copies the source from some unit on (`DraftGuard.copy_length`): a live step
     commits nothing from there, a final one is made again from there. A live draft that opens the segment in the
     source language (`DraftGuard.opens_in_source_language`) counts as copied from its start.
@@ -216,21 +215,15 @@ class LLMTranslator(StreamingTranslator):
         self.fired: Counter = Counter()  # per draft rule, the times it found something (measurement)
         self._logged_fired: Counter = Counter()
         self.guard = DraftGuard(self.target_unit, config.target_lang, prompt_words_to_avoid, config.copy_guard_words,
-                                config.source_lang, config.language_turn_words, self.rules_off, self.fired)
+                                config.source_lang, config.language_turn_words, self.rules_off, config.copy_retries)
         self.session = lm.session(heads)
         self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
         self.segment_start = 0  # index in emitted_units where the current segment's target begins
-        # An introduction the segment's first draft opened with ('Die Übersetzung auf Deutsch lautet: "'): it stays
-        # in the prompt, ahead of the target prefix, so the model goes on translating, and is never emitted.
-        self.segment_preamble = ""
-        # First tokens the segment's translation may not open with: drafts that opened with the source's first word
-        # ("We | forniamo un metodo"); at most `copy_retries` of them. A first token whose redraft changed more than
-        # that word is kept (never banned again in the segment); `_replaced_opening` holds, while a redraft is
-        # made, the units of the draft it replaces.
-        self.opening_bans: list[int] = []
-        self.opening_kept: set[int] = set()
-        self._replaced_opening: list[str] | None = None
+        # The segment's opening (`policies.degenerate.Opening`): an introduction its first draft opened with ('Die
+        # Übersetzung auf Deutsch lautet: "'), which stays in the prompt ahead of the target prefix and is never
+        # emitted, and the first tokens its translation may not open with ("We | forniamo un metodo").
+        self.opening = Opening()
         self.steps: deque[Step] = deque(maxlen=MAX_KEPT_STEPS)
         self.stats = PolicyStats()  # this stream's, since reset
         self._logged_stats = PolicyStats()  # the part of `stats` already written to policy_log
@@ -241,8 +234,7 @@ class LLMTranslator(StreamingTranslator):
         self.session.reset()
         self.source_words = []
         self.segment_start = 0
-        self.segment_preamble = ""
-        self._new_segment_opening()
+        self.opening = Opening()
         self.steps.clear()
         self.stats = PolicyStats()
         self._logged_stats = PolicyStats()
@@ -250,12 +242,14 @@ class LLMTranslator(StreamingTranslator):
         self._logged_fired = Counter()
         self._last_step_key = None
 
-    def _new_segment_opening(self) -> None:
-        self.opening_bans, self.opening_kept, self._replaced_opening = [], set(), None
-
     def _record(self, step: Step) -> None:
         self.steps.append(step)
         self.stats.add(step)
+
+    @property
+    def segment_preamble(self) -> str:
+        """The introduction the segment's translation opened with, as the prompt carries it, else empty."""
+        return self.opening.preamble
 
     @property
     def segment_units(self) -> list[str]:
@@ -287,8 +281,7 @@ class LLMTranslator(StreamingTranslator):
         emission = self._emit(self._step(len(self.source_words), final=True)) if self.source_words else Emission()
         self.source_words = []
         self.segment_start = len(self.emitted_units)
-        self.segment_preamble = ""
-        self._new_segment_opening()
+        self.opening = Opening()
         self._last_step_key = None
         self._write_policy_log()
         return emission
@@ -305,113 +298,89 @@ class LLMTranslator(StreamingTranslator):
             self._logged_fired = Counter(self.fired)
 
     def _step(self, accessible: int, final: bool) -> Emission:
-        """One step: draft, judge the draft, emit. A draft that opens with the model's own introduction (moved into
-        the prompt), or with the source's first word (banned, then judged), is drafted again: one loop, at most
-        `_drafts_per_step()` drafts; the last one is taken as it is."""
+        """One step, top to bottom: build the prompt, draft, decide how much of the draft is a usable translation
+        (`DraftGuard.decide`), apply the policy's acceptance, emit. A draft the decision asks to make again (an
+        introduction moved into the prompt, an opening word banned or kept) is drafted again in this one loop, at
+        most `_drafts_per_step()` drafts, the last taken as it is; a final draft whose translation stopped (a
+        degenerate cut, a copy) is completed by `_redraft_final`."""
         if not final and (accessible < max(1, self.config.min_accessible_words) or not self._may_write(accessible)):
             self.fired["min_accessible_words"] += 1 <= accessible < self.config.min_accessible_words
             return Emission()
+        source = [w.text for w in self.source_words]
         drafts = self._drafts_per_step()
-        for _ in range(drafts - 1):
-            emission = self._draft_once(accessible, final, may_redraft=True)
-            if emission is not None:
-                return emission
-        return self._draft_once(accessible, final, may_redraft=False)
+        for attempt in range(drafts):
+            # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
+            target_prefix = self.segment_preamble + join_units(self.segment_units, self.target_unit)
+            step_key = (tuple(source), accessible, target_prefix, final)
+            if step_key == self._last_step_key:
+                return Emission()
+            self._last_step_key = step_key
+            try:  # a live step needs the source map; the final draft does not, so it never fails on one
+                prompt = self.prompts.build(source, target_prefix, map_source=not final)
+            except PromptError as error:  # e.g. a recognised "word" that owns no token: skip this step, keep the stream
+                self._record(Step(None, None, "", "", accessible, final=final, skipped=str(error)))
+                return Emission()
+            draft, accepted, scan, budget = self._draft(prompt, accessible, final, target_prefix)
+            # Byte fragments that never completed a character (U+FFFD) are dropped from a final draft; a live draft
+            # rounds back to the last complete unit anyway.
+            draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "") if final \
+                else self._decode(draft.tokens)
+            decision = self.guard.decide(draft_text, self.segment_units, source, draft.tokens[0] if draft.tokens
+                                         else None, self.opening if attempt < drafts - 1 else None, live=not final)
+            self.fired.update(decision.found)
+            self.opening = self.opening.after(decision.redraft)
+            if decision.redraft is None:
+                break
+            redraft = decision.redraft
+            self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, preamble=redraft.preamble,
+                              source_opening=BANNED if redraft.ban is not None else KEPT if redraft.keep else ""))
+            self._last_step_key = None
+        committed = self._accept(draft, draft_text, accepted, decision, final)
+        copied = None if decision.copied is None else min(decision.copied, len(committed))
+        self._record(Step(prompt, draft, draft_text, committed if copied is None else committed[:copied], accessible,
+                          scan, final, decision.cut, copied=copied is not None,
+                          floor_tokens=max(0, accepted - scan.accepted_tokens) if scan is not None else 0))
+        if final:
+            kept = committed if copied is None else committed[:copied]
+            rest = self._redraft_final(source, target_prefix, draft, kept, COPY if copied is not None else decision.cut,
+                                       budget)
+            committed = kept + (committed[len(kept):] if rest is None else rest)
+            if self.segment_preamble and "quotation" not in self.rules_off:
+                self.fired["quotation"] += without_closing_quote(committed) != committed
+                committed = without_closing_quote(committed)  # the quotation the preamble opened (it ends in one)
+        elif copied is not None:
+            committed = committed[:copied]
+        return self._emission(committed, accessible, final)
 
     def _drafts_per_step(self) -> int:
         """The most drafts one step makes: the first, one after a preamble (once per segment), and per opening word
         banned (at most `copy_retries` at a time) the redraft without it and, where it is kept, one more."""
         return 2 + 2 * self.config.copy_retries
 
-    def _draft_once(self, accessible: int, final: bool, may_redraft: bool) -> Emission | None:
-        """One draft of `_step` and what it emits, or None where it must be drafted again (`may_redraft`)."""
-        # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
-        target_prefix = self.segment_preamble + join_units(self.segment_units, self.target_unit)
-        step_key = (tuple(w.text for w in self.source_words), accessible, target_prefix, final)
-        if step_key == self._last_step_key:
-            return Emission()
-        self._last_step_key = step_key
-        source = [w.text for w in self.source_words]
-        try:
-            # A live step needs the source map; the final draft does not, so it never fails on one.
-            prompt = self.prompts.build(source, target_prefix, map_source=not final)
-        except PromptError as error:  # e.g. a recognised "word" that owns no token: skip this step, keep the stream
-            self._record(Step(None, None, "", "", accessible, final=final, skipped=str(error)))
-            return Emission()
-        if final:
-            budget = self._final_budget(prompt, target_prefix[len(self.segment_preamble):])
-            draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._translation_over,
-                                       banned_first_tokens=self._opening_bans())
-            self._count_budget(draft, budget)
-            accepted, scan = len(draft.tokens), None
-        else:
-            draft, accepted, scan = self._draft_and_accept(prompt, self.config.max_new_tokens, accessible)
-        floor_tokens = max(0, accepted - scan.accepted_tokens) if scan is not None else 0
-        # Byte fragments that never completed a character (U+FFFD) are dropped from a final draft; a live draft
-        # rounds back to the last complete unit anyway.
-        draft_text = self._decode(draft.tokens)
-        if final:
-            draft_text = draft_text.replace(REPLACEMENT_CHARACTER, "")
-        if may_redraft and not self.segment_units and not self.segment_preamble and "preamble" not in self.rules_off:
-            preamble = preamble_length(draft_text, source)
-            if preamble:  # into the prompt; draft this step again after it
-                self.fired["preamble"] += 1
-                self.fired["quotation"] += with_opened_quotation(draft_text[:preamble]) != draft_text[:preamble]
-                self.segment_preamble = (draft_text[:preamble] if "quotation" in self.rules_off
-                                         else with_opened_quotation(draft_text[:preamble]))
-                self._record(Step(prompt, draft, draft_text, "", accessible, scan, final,
-                                  preamble=self.segment_preamble))
-                self._last_step_key = None
-                return None
-        if self._replaced_opening is not None:  # this draft replaces one that opened with the source's first word
-            replaced, self._replaced_opening = self._replaced_opening, None
-            if may_redraft and not replaces_opening_word(replaced, split_units(draft_text, self.target_unit)):
-                self.opening_kept.add(self.opening_bans.pop())  # it wrote another sentence: the word stays
-                self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, source_opening=KEPT))
-                self._last_step_key = None
-                return None
-        if may_redraft and not self.segment_units and draft.tokens and draft.tokens[0] not in self.opening_kept \
-                and len(self.opening_bans) < self.config.copy_retries \
-                and self.guard.opens_with_source_word(self.segment_units, draft_text, source):
-            # The translation began with the word the model read first ("For | esempio"): drafted again, live or
-            # final, with that first token banned from the segment's opening, where the redraft replaces that word.
-            self.opening_bans.append(draft.tokens[0])
-            self._replaced_opening = split_units(draft_text, self.target_unit)
-            self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, source_opening=BANNED))
-            self._last_step_key = None
-            return None
-        usable, cut = self._usable_length(draft_text)
-        if final or cut:
-            # The draft is a translation up to `usable` (it ended, or what follows is no longer one); only a final
-            # draft's last unit is complete there.
-            committed_length = committable_prefix_length(draft_text[:usable], "" if final else None,
-                                                         self.target_unit)
-        else:
-            committed_length = len(draft_text)
+    def _draft(self, prompt: TranslationPrompt, accessible: int, final: bool, target_prefix: str
+               ) -> tuple[Draft, int, ScanResult | None, int]:
+        """A draft from `prompt`, the draft tokens the policy accepts, its scan and the budget it had: a live step's
+        by the policy (`_draft_and_accept`), a final one whole within `_final_budget`."""
         if not final:
-            committed_length = min(committed_length, self._committable_length(draft, accepted))
-        committed = draft_text[:committed_length]
-        # A copy shows in the draft's words after the committable part too ("needed for a | good" read in full).
-        copied = self._copy_length(draft_text[:usable])
-        if not final and self.guard.opens_in_source_language(self.segment_units, draft_text[:usable]):
-            # Nothing of it is committed while the source runs, not even the words before a copy it goes on to
-            # ("God's love | everyone and thank you"): a later draft, seeing more, may be a translation ("God's love
-            # is" -> "Hallo, alle und vielen Dank"). A final draft that still opens so is kept: made again with
-            # another first token it wrote worse lines (docs/alignatt4llm_quality.md).
-            copied = 0
-        if copied is not None:
-            copied = min(copied, len(committed))
-        self._record(Step(prompt, draft, draft_text, committed if copied is None else committed[:copied], accessible,
-                          scan, final, cut, copied=copied is not None, floor_tokens=floor_tokens))
-        if final and copied is not None:
-            committed = committed[:copied] + self._retry_copy(source, target_prefix, draft, committed, copied, budget)
-        elif final:
-            committed += self._retry_final(source, target_prefix, draft, committed, cut, budget)[0]
-        elif copied is not None:
-            committed = committed[:copied]
-        if final and self.segment_preamble and "quotation" not in self.rules_off:
-            self.fired["quotation"] += without_closing_quote(committed) != committed
-            committed = without_closing_quote(committed)  # the quotation the preamble opened (it ends in one)
+            return *self._draft_and_accept(prompt, self.config.max_new_tokens, accessible), self.config.max_new_tokens
+        budget = self._final_budget(prompt, target_prefix[len(self.segment_preamble):])
+        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._translation_over,
+                                   banned_first_tokens=self._opening_bans())
+        self._count_budget(draft, budget)
+        return draft, len(draft.tokens), None, budget
+
+    def _accept(self, draft: Draft, draft_text: str, accepted: int, decision: Decision, final: bool) -> str:
+        """What of a draft a step commits: a final draft up to its usable length (`decision`), a live one up to the
+        policy's `accepted` tokens, both rounded back to the last complete unit."""
+        if final or decision.cut:  # only a final draft's last unit is complete where its usable text ends
+            length = committable_prefix_length(draft_text[:decision.length], "" if final else None, self.target_unit)
+        else:
+            length = len(draft_text)
+        return draft_text[:length if final else min(length, self._committable_length(draft, accepted))]
+
+    def _emission(self, committed: str, accessible: int, final: bool) -> Emission:
+        """The committed text as new units: a live step withholds a sentence end (`withhold_sentence_end`), wait-k
+        caps them (`_limit`), and a piece that goes on inside the last emitted word joins it."""
         units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
         if not final and self.config.withhold_sentence_end:
             self.fired["sentence_end"] += units_before_sentence_end(units, self.config.target_lang) != units
@@ -425,9 +394,9 @@ class LLMTranslator(StreamingTranslator):
 
     def _opening_bans(self, prefix_units: Sequence[str] | None = None) -> tuple[int, ...]:
         """The first tokens a draft after `prefix_units` (default: the segment's emitted units) may not be: the
-        segment's `opening_bans` while its translation has not begun, else none."""
+        segment's opening bans while its translation has not begun, else none."""
         prefix = self.segment_units if prefix_units is None else prefix_units
-        return () if prefix else tuple(self.opening_bans)
+        return () if prefix else self.opening.bans
 
     def _final_budget(self, prompt: TranslationPrompt, target_prefix: str) -> int:
         """The final draft's budget, proportional to the source (`policies.degenerate.final_budget`)."""
@@ -445,83 +414,73 @@ class LLMTranslator(StreamingTranslator):
         """Count a final draft that used its whole ratio budget where the cap would have allowed more."""
         self.fired["final_budget"] += getattr(self, "_budget_below_cap", False) and len(draft.tokens) >= budget
 
-    def _retry_copy(self, source: list[str], target_prefix: str, draft: Draft, committed: str, copied: int,
-                    budget: int) -> str:
-        """The rest of a final translation whose draft began copying the source at `committed[copied:]`: drafted
-        again from there (`_retry_final`) up to `copy_retries` times, each time with every first token a copying
-        draft of it began with banned, until one copies no more; else the copy itself (where every retry copies or
-        one gives nothing: an untranslated sentence still says more than a missing one). "So was | needed for a good
-        generalization?" becomes "So was | benötigt für eine gute Generalisierung."; "Okay, now I'm going to talk
-        about …" and "OK, now I'm going to talk about …" are banned before "Ja, jetzt werde ich …"."""
-        kept = committed[:copied]
-        prefix_units = [*self.segment_units, *split_units(kept, self.target_unit, continues=bool(self.segment_units))]
-        banned: list[int] = []
-        self.fired["copy_retries"] += self.config.copy_retries > 0
-        for _ in range(self.config.copy_retries):
-            retried, first_token = self._retry_final(source, target_prefix, draft, kept, COPY, budget, banned)
-            if not retried.strip() or first_token is None:
-                break
-            if self._copy_length(retried, prefix_units) is None:
-                return retried
-            banned.append(first_token)
-        return committed[copied:]
-
-    def _retry_final(self, source: list[str], target_prefix: str, draft: Draft, kept: str, cut: str,
-                     budget: int, banned_first_tokens: Sequence[int] = ()) -> tuple[str, int | None]:
-        """The rest of a final translation that a degenerate cut ended (a loop, a restart, an echo, a foreign
-        script: `policies.degenerate.DEGENERATE_CUTS`) or a copy of the source began (`_retry_copy`), or "": drafted
-        again after the text the draft `kept`, with any first token but the one its cut part began with (nor
-        `banned_first_tokens`), within what is left of the final `budget`; a degenerate cut up to `final_retries`
-        times, a copy once (`_retry_copy` repeats it). Also the first token of the first retry's draft (None if there
-        was none). Without it, "... die Bedeutung des Codes für die, die, die" loses the rest of the sentence
-        ("whether to emit or not a partial translation ...")."""
+    def _redraft_final(self, source: list[str], target_prefix: str, draft: Draft, kept: str, cut: str,
+                       budget: int) -> str | None:
+        """The rest of a final translation after the text its draft `kept`, where the draft stopped being one there,
+        drafted again after `kept` with any first token but the one that followed it, within what is left of the
+        final `budget`; "" where there is nothing to draft again. After a degenerate cut
+        (`policies.degenerate.DEGENERATE_CUTS`) up to `final_retries` times, each after the last retry's kept text:
+        without it, "... die Bedeutung des Codes für die, die, die" loses the rest of the sentence. After a copy of
+        the source (`COPY`) up to `copy_retries` times from `kept`, each banning too the first tokens of every
+        copying retry before it, until one copies no more; None (keep the copy: an untranslated sentence still says
+        more than a missing one) where every retry copies or one gives nothing. "So was | needed for a good
+        generalization?" becomes "So was | benötigt für eine gute Generalisierung."."""
+        copy, rest, banned = cut == COPY, "", []
         prefix_units = list(self.segment_units)
-        rest, first_token = "", None
-        retries = 1 if cut == COPY else self.config.final_retries  # a copying retry's own degenerate cut ends it
-        for attempt in range(retries):
-            if cut not in (*DEGENERATE_CUTS, COPY):  # most finals: nothing to decode again
+        self.fired["copy_retries"] += copy and self.config.copy_retries > 0
+        for _ in range(self.config.copy_retries if copy else self.config.final_retries):
+            if cut not in (*DEGENERATE_CUTS, COPY):  # most finals: nothing to draft again
                 break
-            self.fired["final_retries"] += cut in DEGENERATE_CUTS
+            self.fired["final_retries"] += not copy
             # The retry continues right after the kept text, so the token to ban is the one that followed it (not the
             # one that starts the next unit: a tokenizer may put the space between units in a token of its own).
             kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
-            budget -= kept_tokens
-            if kept_tokens == len(draft.tokens) or budget < 1:
+            if kept_tokens == len(draft.tokens) or budget - kept_tokens < 1:
                 break
-            prefix_units += split_units(kept, self.target_unit, continues=bool(prefix_units))
-            target_prefix += kept
-            prompt = self.prompts.build(source, target_prefix, map_source=False)
-            banned = (draft.tokens[kept_tokens], *(banned_first_tokens if attempt == 0 else ()),
-                      *self._opening_bans(prefix_units))
-            draft = self.session.draft(prompt.token_ids, budget, capture=False,
-                                       stop=lambda d: self._translation_over(d, prefix_units),
-                                       banned_first_tokens=banned)
-            self._count_budget(draft, budget)
-            if attempt == 0:
-                first_token = draft.tokens[0] if draft.tokens else None
-            draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "")
-            usable, cut = self._usable_length(draft_text, prefix_units)
-            kept = draft_text[:committable_prefix_length(draft_text[:usable], "", self.target_unit)]
-            copied = self._copy_length(kept, prefix_units) is not None
-            self._record(Step(prompt, draft, draft_text, kept, len(source), final=True, cut=cut, retry=True,
-                              copied=copied))
-            rest += kept
-        return rest, first_token
+            prefix = [*prefix_units, *split_units(kept, self.target_unit, continues=bool(prefix_units))]
+            prompt = self.prompts.build(source, target_prefix + kept, map_source=False)
+            retry = self.session.draft(prompt.token_ids, budget - kept_tokens, capture=False,
+                                       stop=lambda d: self._translation_over(d, prefix),
+                                       banned_first_tokens=(draft.tokens[kept_tokens], *banned,
+                                                            *self._opening_bans(prefix)))
+            self._count_budget(retry, budget - kept_tokens)
+            text = self._decode(retry.tokens).replace(REPLACEMENT_CHARACTER, "")
+            usable, retry_cut = self._usable_length(text, prefix)
+            retry_kept = text[:committable_prefix_length(text[:usable], "", self.target_unit)]
+            copies = self._copy_length(retry_kept, prefix) is not None
+            self._record(Step(prompt, retry, text, retry_kept, len(source), final=True, cut=retry_cut, retry=True,
+                              copied=copies))
+            if not copy:  # the next retry continues after this one's kept text
+                rest += retry_kept
+                prefix_units, target_prefix, budget = prefix, target_prefix + kept, budget - kept_tokens
+                draft, kept, cut = retry, retry_kept, retry_cut
+            elif not retry_kept.strip() or not retry.tokens:
+                break
+            elif not copies:
+                return retry_kept
+            else:
+                banned.append(retry.tokens[0])
+        return None if copy else rest
 
     def _decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
     def _usable_length(self, draft_text: str, prefix_units: Sequence[str] | None = None) -> tuple[int, str]:
-        """How much of a draft is still a translation of the segment (`policies.degenerate.DraftGuard`), after
-        `prefix_units` (default: the segment's emitted units)."""
+        """How much of a draft is still a translation of the segment, and what cut it there
+        (`DraftGuard.usable_length`), after `prefix_units` (default: the segment's emitted units)."""
+        found: list[str] = []
         prefix = self.segment_units if prefix_units is None else prefix_units
-        return self.guard.usable_length(prefix, draft_text, [w.text for w in self.source_words])
+        length = self.guard.usable_length(prefix, draft_text, [w.text for w in self.source_words], found)
+        self.fired.update(found)
+        return length
 
-    def _copy_length(self, text: str, prefix_units: Sequence[str] | None = None) -> int | None:
-        """Length of `text` (after `prefix_units`, default the segment's emitted units) before it starts copying the
-        segment's source (`policies.degenerate.DraftGuard.copy_length`), or None."""
-        prefix = self.segment_units if prefix_units is None else prefix_units
-        return self.guard.copy_length(prefix, text, [w.text for w in self.source_words])
+    def _copy_length(self, text: str, prefix_units: Sequence[str]) -> int | None:
+        """Length of `text` after `prefix_units` before it starts copying the segment's source
+        (`DraftGuard.copy_length`), or None."""
+        found: list[str] = []
+        length = self.guard.copy_length(prefix_units, text, [w.text for w in self.source_words], found)
+        self.fired.update(found)
+        return length
 
     def _translation_over(self, draft: Draft, prefix_units: Sequence[str] | None = None) -> bool:
         """Stop condition of every draft: the guard cut it, at the end of its line or where it stopped being a
