@@ -28,6 +28,10 @@ from common.config import ConfigError, language_arg, read_yaml
 DETOKENIZER_DEFAULTS = {"detokenizer_type": "simuleval", "latency_unit": "char"}
 
 
+# Packages whose exceptions carry a message for the user (RecognizerError, ModelNotFoundError, HeadFileError, ...).
+OWN_MODULES = ("agents.", "backends.", "common.", "policies.")
+
+
 class CommandError(RuntimeError):
     """A command-line problem with a message that says the fix."""
 
@@ -233,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         run_inference(config, wavs, metrics_log, args.src_lang, args.tgt_lang)
         for talk, text in final_texts(metrics_log).items():
             print(f"{talk}:\n{text}\n")
-    except (CommandError, ConfigError) as error:
+    except Exception as error:  # noqa: BLE001 - our own errors (a model that will not load, ...) name the problem and
+        if not isinstance(error, (CommandError, ConfigError)) and not type(error).__module__.startswith(OWN_MODULES):
+            raise  # the fix: printed without a traceback; anything else is a bug, with its traceback
         print(f"simulstream: error: {error}", file=sys.stderr)
         return 2
     print(f"metrics log: {metrics_log}\neval config for the scorers: {effective_config_path(metrics_log)}")

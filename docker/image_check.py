@@ -129,14 +129,16 @@ def health(port: int) -> dict | None:
 
 def wait_ready(port: int, started: float, limit: float, engine: Engine, container: str) -> float:
     """Seconds from `started` until GET /health answers; CheckFailed with the container's log after `limit`."""
+    outcome = f"did not answer GET /health within {limit:.0f} s"
     while time.monotonic() - started < limit:
         if health(port) is not None:
             return time.monotonic() - started
         if engine("inspect", "--format", "{{.State.Running}}", container, check=False).stdout.strip() == "false":
+            outcome = f"exited after {time.monotonic() - started:.0f} s without answering GET /health"
             break
         time.sleep(0.2)
     logs = engine("logs", container, check=False)
-    raise CheckFailed(f"{container} did not answer GET /health within {limit:.0f} s:\n{(logs.stdout + logs.stderr)[-3000:]}")
+    raise CheckFailed(f"{container} {outcome}:\n{(logs.stdout + logs.stderr)[-3000:]}")
 
 
 def server_command(port: int, pool_size: int, *extra: str) -> list[str]:

@@ -221,3 +221,15 @@ def test_gpu_presets_run_no_draft_rule_that_can_change_a_translation(name):
     source = "machine translation is hard".split()
     assert guard(name).copy_length([], "machine translation ist", source) is None
     assert guard("alignatt4llm_cpu").copy_length([], "machine translation ist", source) == 0
+
+
+def test_a_server_whose_models_will_not_load_exits_with_the_fix_not_a_traceback(tmp_path, capsys):
+    """The GPU preset with an ASR checkpoint that is not there: `--serve-http` stops before listening, exit 2, one line
+    naming the checkpoint and how to fetch it (a container that cannot serve must not look alive)."""
+    missing = tmp_path / "no-such-checkpoint"
+    code = main(["--agent", "agents.alignatt4llm:Agent", "--config", str(eval_configs.path("alignatt4llm_low")),
+                 "--set", "asr_device=cpu", "--set", "model_device=cpu", "--set", f"asr_model={missing}",
+                 "--serve-http", "--port", "0", "--metrics-log", str(tmp_path / "metrics.jsonl")])
+    error = capsys.readouterr().err
+    assert code == 2, error
+    assert error.startswith("simulstream: error: ") and str(missing) in error and "Traceback" not in error, error
