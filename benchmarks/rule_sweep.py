@@ -24,13 +24,9 @@ from pathlib import Path
 
 from agents.evaluation.runs import POLICY_LOG, run_lines
 
-# Rules whose off value changes what other rules do: `copy_retries` 0 also bounds the opening-word bans at none.
-ALSO_CHANGES = {"copy_retries": ("opening_word",)}
-
 
 def fired_lines(run: Path, rule: str) -> list[int]:
-    """Indices of the lines where `rule` found something (`preamble`: a preamble, or any other rule's find; a rule
-    of ALSO_CHANGES: also the lines where the rules it bounds found something)."""
+    """Indices of the lines where `rule` found something (`preamble`: a preamble, or any other rule's find)."""
     rows = [json.loads(line) for line in (run / POLICY_LOG).read_text(encoding="utf-8").splitlines()]
     hypotheses, _, _ = run_lines(run)
     if len(rows) != len(hypotheses):
@@ -38,8 +34,7 @@ def fired_lines(run: Path, rule: str) -> list[int]:
     if rule == "preamble":
         return [i for i, row in enumerate(rows) if row["preambles"] or any(
             value for name, value in row.items() if name.startswith("fired_") and name != "fired_preamble")]
-    names = (rule, *ALSO_CHANGES.get(rule, ()))
-    return [i for i, row in enumerate(rows) if any(row[f"fired_{name}"] for name in names)]
+    return [i for i, row in enumerate(rows) if row[f"fired_{rule}"]]
 
 
 def select(run: Path, rules: list[str], out: Path, controls: int) -> None:

@@ -1,7 +1,7 @@
-"""Where a one-line translation draft stops being a translation: at a line break, a loop, a restart of the
-translation, an echo of the prompt's instructions, a switch to a script the target language does not use, a copy
-of the source (or an opening in its language) instead of its translation, or past the length its source can need.
-Pure text rules shared by every LLM translator and backend.
+"""Where a one-line translation draft stops being a translation: at a line break, a loop, a switch to a script the
+target language does not use, a copy of the source (or a turn into its language) instead of its translation, or past
+the length its source can need; and the introduction a model may open its translation with. Pure text rules shared
+by every LLM translator and backend, decided as one by `DraftGuard.decide`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from policies.function_words import FUNCTION_WORDS, exclusive_words, has_function_words, language_evidence
 from policies.units import Unit, is_cjk_unit_char, primary_language, split_units, units_prefix_length
@@ -82,30 +82,6 @@ def _runs(words: Sequence[str], size: int) -> set[tuple[str, ...]]:
     return {tuple(keys[i:i + size]) for i in range(len(keys) - size + 1)}
 
 
-ECHO_WORDS = 2  # this many consecutive words of the prompt's instructions (and not of the source) are an echo
-
-
-def echo_start(units: Sequence[str], instruction_words: Sequence[str], source_words: Sequence[str] = ()) -> int | None:
-    """Index of the first unit where ECHO_WORDS consecutive units repeat consecutive words of the instructions
-    ("German translation is: ...") that the source does not also hold (a name may be in both), or None."""
-    echoes = _runs(instruction_words, ECHO_WORDS) - _runs(source_words, ECHO_WORDS)
-    keys = [comparison_key(u) for u in units]
-    for index in range(len(keys) - ECHO_WORDS + 1):
-        if tuple(keys[index:index + ECHO_WORDS]) in echoes:
-            return index
-    return None
-
-
-def echo_words(instructions: Sequence[str], source_name: str, target_name: str, target_lang: str) -> tuple[str, ...]:
-    """The words whose consecutive pairs in a draft are an echo of the prompt (`echo_start`): the prompt's own
-    instruction words, or, for an English target (the instructions are English, so a translation may share most of
-    their words: "the Czech Presidency"), only the phrases that name the prompt's own text ("The Czech text
-    translates to English as: ...", "I don't have the Czech text")."""
-    if primary_language(target_lang) == "en":
-        return (source_name, "text", "above", target_name, "translation")
-    return tuple(instructions)
-
-
 def foreign_script_start(units: Sequence[str], target_lang: str) -> int | None:
     """Index of the first unit written in a script the target language does not use (CJK ideographs, kana or
     hangul in a language written with an alphabet: the model switched language), or None. Chinese and Japanese
@@ -115,25 +91,6 @@ def foreign_script_start(units: Sequence[str], target_lang: str) -> int | None:
     for index, unit in enumerate(units):
         if any(is_cjk_unit_char(c) or "\uac00" <= c <= "\ud7a3" for c in unit):
             return index
-    return None
-
-
-RESTART_UNITS = {"word": 3, "char": 4}  # the segment's first units seen again this many in a row: a restart
-
-
-def restart_start(prefix_units: Sequence[str], draft_units: Sequence[str], unit: Unit) -> int | None:
-    """Index, in `draft_units`, where the draft begins the segment's translation again: the first RESTART_UNITS[unit]
-    units of the target (committed `prefix_units` + draft) occur again in a row, without case and punctuation
-    ("So warum hat der Match prefix ... So warum hat der ..."), or None. A translation of one sentence does not say
-    its first words twice; a model that has lost its place does, whether or not the repetition closes a loop."""
-    size = RESTART_UNITS[unit]
-    keys = [comparison_key(u) for u in [*prefix_units, *draft_units]]
-    opening = keys[:size]
-    if len(opening) < size or all(key == PUNCTUATION_KEY for key in opening):
-        return None
-    for index in range(max(1, len(prefix_units)), len(keys) - size + 1):
-        if keys[index:index + size] == opening:
-            return index - len(prefix_units)
     return None
 
 
@@ -180,63 +137,6 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
         if len(matched) >= run - 1 and sum(_lower_case(draft_units[i]) for i in matched) >= COPY_LOWER_CASE:
             return 0
     return None
-
-
-OPENING_LANGUAGE_UNITS = 8  # a segment's opening draft is judged by the language of this many of its first units
-
-
-def opens_in_source_language(prefix_units: Sequence[str], draft_units: Sequence[str], source_lang: str,
-                             target_lang: str) -> bool:
-    """Whether a segment's draft, with nothing of it committed yet, opens in the source language: among its first
-    OPENING_LANGUAGE_UNITS units, at least one function word of the source language only and none of the target
-    language only (`policies.function_words.language_evidence`). The model wrote the sentence in the source
-    language without copying it ("God's love is" for a first chunk misheard as "God-mourning everyone and"), which
-    no copy rule can see. Off (False) for a language pair whose function words are not listed."""
-    if prefix_units or primary_language(source_lang) not in FUNCTION_WORDS or not has_function_words(target_lang):
-        return False
-    keys = [comparison_key(u) for u in draft_units[:OPENING_LANGUAGE_UNITS]]
-    source, target = language_evidence(keys, source_lang, target_lang)
-    return source >= 1 and target == 0
-
-
-def opens_with_source_word(prefix_units: Sequence[str], draft_units: Sequence[str], source_words: Sequence[str],
-                           source_lang: str, target_lang: str) -> bool:
-    """Whether a segment's draft, with nothing of it committed yet, opens with the source's own first word, a
-    function word of the source language only, and goes on without another one: among its next
-    OPENING_LANGUAGE_UNITS - 1 units (at least one) no function word of the source only. The model began its
-    translation with the word it read first and went on in the target language ("We | forniamo un metodo" for "We
-    provide a method", "By | mostrando" for "By showing"), which neither the copy nor the opening rule sees: one
-    source word copies no run, and the target's words outnumber it. A source that may be quoted (a title) keeps
-    its words (`_may_be_quoted`). Off (False) for a language pair whose function words are not listed."""
-    if prefix_units or len(draft_units) < 2 or not source_words or _may_be_quoted(source_words):
-        return False
-    if primary_language(source_lang) not in FUNCTION_WORDS or not has_function_words(target_lang):
-        return False
-    first = comparison_key(draft_units[0])
-    if first != comparison_key(source_words[0]) or first not in exclusive_words(source_lang, target_lang):
-        return False
-    source, _ = language_evidence([comparison_key(u) for u in draft_units[1:OPENING_LANGUAGE_UNITS]], source_lang,
-                                  target_lang)
-    return source == 0
-
-
-OPENING_REST_UNITS = 3  # a segment's opening drafted again must keep this many of the units after its first word
-
-
-def replaces_opening_word(draft_units: Sequence[str], retry_units: Sequence[str]) -> bool:
-    """Whether `retry_units`, a segment's opening drafted again without the first token of `draft_units` (which
-    opened with the source's first word: `opens_with_source_word`), changes only that word: its units after its
-    first, or from its first on (the word dropped), are the draft's units after its first, case and punctuation
-    aside, as far as both go (at most OPENING_REST_UNITS, at least one). "For | esempio, ci sono" -> "Per esempio,
-    ci sono" (replaced), "We | forniamo un" -> "Forniamo un" (dropped, as Italian may). A small model's next choice
-    at a sentence's opening often begins another, worse sentence ("So, è importante selezionare" -> "Ecco il modo
-    importante di scegli"): such a redraft is not one word replaced."""
-    rest = [comparison_key(u) for u in draft_units[1:1 + OPENING_REST_UNITS]]
-    for start in (1, 0):
-        retry = [comparison_key(u) for u in retry_units[start:start + len(rest)]]
-        if retry and retry == rest[:len(retry)]:
-            return True
-    return False
 
 
 LANGUAGE_TURN_UNITS = 5  # a draft turns into the source language where this many consecutive units say so
@@ -375,136 +275,75 @@ def loop_free_length(prefix_units: Sequence[str], draft_text: str, unit: Unit) -
 
 # What cut a draft (`DraftGuard.usable_length`), "" where nothing did. A line break is how a one-line translation
 # ends, often after translating a partial source well; the other cuts mean the draft stopped being a translation.
-LINE_BREAK, FOREIGN_SCRIPT, ECHO, RESTART, LOOP = "line break", "foreign script", "echo", "restart", "loop"
-DEGENERATE_CUTS = (FOREIGN_SCRIPT, ECHO, RESTART, LOOP)
+LINE_BREAK, FOREIGN_SCRIPT, LOOP = "line break", "foreign script", "loop"
+DEGENERATE_CUTS = (FOREIGN_SCRIPT, LOOP)
 # A draft that copies the source (`DraftGuard.copy_length`) is still text about the source, only not translated:
 # nothing is committed from the copy on while the source runs, and a final draft is made again from it.
 COPY = "copied source"
 
 
 @dataclass(frozen=True)
-class Opening:
-    """What a segment's opening drafts are judged with until the segment ends (one translator's, one segment's):
-    the introduction moved into the prompt (`preamble_length`, as `with_opened_quotation` makes it), the first
-    tokens banned from the opening and those kept (`opens_with_source_word`), and the units of the draft that the
-    next one redrafts without its first word (`replaces_opening_word`)."""
-
-    preamble: str = ""
-    bans: tuple[int, ...] = ()
-    kept: frozenset[int] = frozenset()
-    replaced: tuple[str, ...] | None = None
-
-    def after(self, redraft: Redraft | None) -> Opening:
-        """The opening once `redraft` is made, or once a draft is taken (None)."""
-        if redraft is None:
-            return replace(self, replaced=None)
-        if redraft.preamble:
-            return replace(self, preamble=redraft.preamble)
-        if redraft.ban is not None:
-            return replace(self, bans=(*self.bans, redraft.ban), replaced=redraft.replaced)
-        return replace(self, bans=self.bans[:-1], kept=self.kept | {self.bans[-1]}, replaced=None)  # kept
-
-
-@dataclass(frozen=True)
-class Redraft:
-    """Why a draft is made again instead of taken: its opening introduction moves into the prompt (`preamble`), its
-    first token is banned from the segment's opening (`ban`; `replaced`: the draft's units), or the last ban is
-    lifted (`keep`)."""
-
-    preamble: str = ""
-    ban: int | None = None
-    replaced: tuple[str, ...] | None = None
-    keep: bool = False
-
-
-@dataclass(frozen=True)
 class Decision:
     """How much of one draft is a usable translation: its first `length` characters, ended by `cut` ("" where
-    nothing ended it); of those, the first `copied` copy nothing (None: none copies); or, instead, `redraft`.
-    `found`: the rules whose checks found something (measurement: docs/draft_rules.md)."""
+    nothing ended it); of those, the first `copied` copy nothing (None: none copies); or, instead, a redraft with
+    the draft's opening introduction `preamble` moved into the prompt. `found`: the rules whose checks found
+    something (measurement: docs/draft_rules.md)."""
 
     length: int = 0
     cut: str = ""
     copied: int | None = None
-    redraft: Redraft | None = None
+    preamble: str = ""
     found: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class DraftGuard:
-    """Every rule of this module for one translation direction and prompt, decided as one: `decide`."""
+    """Every rule of this module for one translation direction, decided as one: `decide`."""
 
     unit: Unit
     target_lang: str
-    instruction_words: tuple[str, ...] = field(default=())  # the prompt's system and instruction text, as words
     copy_run: int = 0  # `copy_length`: this many consecutive source words repeated in the draft are a copy; 0: off
-    source_lang: str = ""  # `opens_in_source_language`: the language a segment's draft must not open in
+    source_lang: str = ""  # `language_turn_start`: the language a draft must not turn into
     turn_words: int = 0  # `copy_length`: a draft that turns into `source_lang` (`language_turn_start`) copies; 0: off
     off: frozenset[str] = frozenset()  # rules measured off (config.DRAFT_RULES)
-    max_bans: int = 0  # first tokens banned from a segment's opening at most (`opens_with_source_word`)
 
     def decide(self, draft_text: str, prefix_units: Sequence[str], source_words: Sequence[str],
-               first_token: int | None = None, opening: Opening | None = None, live: bool = False) -> Decision:
-        """The one decision on a draft of `draft_text` after the committed `prefix_units`: with an `opening` (a
-        redraft allowed), a segment's first draft that opens with an introduction, or with the source's first word
-        (whose `first_token` was not kept and may still be banned), or that replaced such a word by more than the
-        word, is drafted again (`Decision.redraft`); otherwise its usable length (`usable_length`) and, of that,
-        what copies nothing (`copy_length`; a `live` draft that opens in the source language copies from its start:
-        a later draft, seeing more, may translate)."""
-        if opening is not None:
-            units = split_units(draft_text, self.unit)
-            if not prefix_units and not opening.preamble and "preamble" not in self.off and (
-                    length := preamble_length(draft_text, source_words)):
-                quoted = with_opened_quotation(draft_text[:length])
-                return Decision(redraft=Redraft(draft_text[:length] if "quotation" in self.off else quoted),
-                                found=("preamble", *(("quotation",) if quoted != draft_text[:length] else ())))
-            if opening.replaced is not None and not replaces_opening_word(opening.replaced, units):
-                return Decision(redraft=Redraft(keep=True))  # it wrote another sentence: the word stays
-            if self._on("opening_word") and first_token not in (None, *opening.kept) and len(
-                    opening.bans) < self.max_bans and opens_with_source_word(
-                    prefix_units, units, source_words, self.source_lang, self.target_lang):
-                return Decision(redraft=Redraft(ban=first_token, replaced=tuple(units)), found=("opening_word",))
+               may_redraft: bool = False) -> Decision:
+        """The one decision on a draft of `draft_text` after the committed `prefix_units`: where a redraft is
+        allowed, a segment's first draft that opens with an introduction of the model's own is drafted again with
+        it in the prompt, its quotation opened (`Decision.preamble`); otherwise the draft's usable length
+        (`usable_length`) and, of that, what copies nothing (`copy_length`)."""
+        if may_redraft and not prefix_units and "preamble" not in self.off and (
+                length := preamble_length(draft_text, source_words)):
+            quoted = with_opened_quotation(draft_text[:length])
+            return Decision(preamble=draft_text[:length] if "quotation" in self.off else quoted,
+                            found=("preamble", *(("quotation",) if quoted != draft_text[:length] else ())))
         found: list[str] = []
-        length, cut = self.usable_length(prefix_units, draft_text, source_words, found)
-        copied = self.copy_length(prefix_units, draft_text[:length], source_words, found)
-        if live and self._on("opening_language") and opens_in_source_language(
-                prefix_units, split_units(draft_text[:length], self.unit), self.source_lang, self.target_lang):
-            copied = 0
-            found.append("opening_language")
-        return Decision(length, cut, copied, None, tuple(found))
+        length, cut = self.usable_length(prefix_units, draft_text, found=found)
+        copied = self.copy_length(prefix_units, draft_text[:length], source_words, found=found)
+        return Decision(length, cut, copied, "", tuple(found))
 
-    def _on(self, opening_rule: str) -> bool:
-        """Whether an opening rule (part of the copy guard) is on: the copy guard is, and the rule is not measured
-        off."""
-        return self.copy_run >= 1 and opening_rule not in self.off
-
-    def usable_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str] = (),
+    def usable_length(self, prefix_units: Sequence[str], draft_text: str, *,
                       found: list[str] | None = None) -> tuple[int, str]:
         """(length, cut): how much of `draft_text` (the continuation of the committed `prefix_units`) is still a
-        translation of `source_words`, and which rule ended it there: LINE_BREAK, or one of DEGENERATE_CUTS (a
-        foreign script, an echo of the instructions, a restart of the translation, a loop); "" where none did.
-        After a cut the translation is over; the rest is never used. The rules that found something go to `found`."""
+        translation, and which rule ended it there: LINE_BREAK, or one of DEGENERATE_CUTS (a foreign script, a
+        loop); "" where none did. After a cut the translation is over; the rest is never used. The rules that
+        found something go to `found`."""
         found = [] if found is None else found
         length, cut = len(draft_text), ""
         newline = line_end(draft_text)
         if newline is not None:
             length, cut = newline, LINE_BREAK
-        units = split_units(draft_text[:length], self.unit)
-        checks = (("foreign_script", lambda: foreign_script_start(units, self.target_lang), FOREIGN_SCRIPT),
-                  ("echo", lambda: echo_start(units, self.instruction_words, source_words), ECHO),
-                  ("restart", lambda: restart_start(prefix_units, units, self.unit), RESTART))
-        starts = [(start, rule) for start, rule in ((_found(found, name, check()), rule) for name, check, rule in checks
-                                                    if name not in self.off) if start is not None]
-        if starts:
-            start, cut = min(starts)
-            length = units_prefix_length(draft_text[:length], self.unit, start)
+        if "foreign_script" not in self.off and (start := _found(found, "foreign_script", foreign_script_start(
+                split_units(draft_text[:length], self.unit), self.target_lang))) is not None:
+            length, cut = units_prefix_length(draft_text[:length], self.unit, start), FOREIGN_SCRIPT
         loop = None if "loop" in self.off else _found(found, "loop", loop_free_length(prefix_units, draft_text[:length],
                                                                                       self.unit))
         if loop is not None:
             length, cut = loop, LOOP
         return length, cut
 
-    def copy_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str],
+    def copy_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str], *,
                     found: list[str] | None = None) -> int | None:
         """Length of the part of `draft_text` (the continuation of `prefix_units`) before it starts copying
         `source_words` (`copy_start` with `copy_run` words) or turns into the source language
@@ -517,6 +356,7 @@ class DraftGuard:
                                           prefix_units, units, self.source_lang, self.target_lang, self.turn_words)))
                   if start is not None]
         return units_prefix_length(draft_text, self.unit, min(starts)) if starts else None
+
 
 def _found(found: list[str], rule: str, start):
     """`start`, with `rule` added to `found` where it is not None."""

@@ -18,7 +18,6 @@ from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, Wai
 from backends.heads import HeadFileError, HeadSet
 from backends.hf.lm import CausalLM
 from backends.models import ModelNotFoundError, load_causal_lm
-from policies.degenerate import Opening
 from policies.units import split_units
 
 SENTENCE = "the committee approved the new budget for schools and hospitals after a long debate".split()
@@ -419,64 +418,28 @@ class RankedScriptSession:
         return draft
 
 
-@pytest.mark.parametrize("retries", [0, 1, 2])
-def test_a_final_draft_cut_by_a_loop_is_drafted_again_after_what_it_kept(tiny_lm, retries):
-    """"Das ist das Modell, das das das": the guard keeps "Das ist das Modell, das" and, without a retry, the
-    sentence's translation ends there. The retry drafts after the kept text with any first token but the loop's
-    (the model's next best: "wir in allen Tests"); its own loop is cut and retried again, up to `final_retries`."""
+def test_a_final_draft_cut_by_a_loop_ends_the_translation_at_the_cut(tiny_lm):
+    """"Das ist das Modell, das das das": the guard keeps "Das ist das Modell, das" and the sentence's translation
+    ends there; nothing is drafted again (a retry after the cut, `final_retries`, went on 2026-12-06: on the
+    calibration split it removed no counted failure, docs/draft_rules.md)."""
     words = "This is the model that we use in all our experiments.".split()
     continuations = {"": ["Das ist das Modell, das das das das"],
-                      "Das ist das Modell, das": [" das das das", " wir in allen Tests Tests Tests"],
-                      "Das ist das Modell, das wir in allen Tests": [" Tests Tests", " und Experimenten verwenden."]}
+                     "Das ist das Modell, das": [" wir in allen Tests und Experimenten verwenden."]}
     session = RankedScriptSession(tiny_lm.tokenizer, continuations)
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_retries=retries))  # only the final step drafts
+    translator = WaitkTranslator(lm, WaitkConfig(k=100))  # only the final step drafts
     emissions = stream(translator, words)
-    expected = ["Das ist das Modell, das", "Das ist das Modell, das wir in allen Tests",
-                "Das ist das Modell, das wir in allen Tests und Experimenten verwenden."][retries]
-    assert " ".join(unit for e in emissions for unit in e.new_units) == expected
-    assert [prefix for prefix, _ in session.calls] == list(continuations)[:retries + 1]
-    das = tiny_lm.tokenizer.encode(" das", add_special_tokens=False)[0]
-    tests = tiny_lm.tokenizer.encode(" Tests", add_special_tokens=False)[0]
-    assert [banned for _, banned in session.calls] == [(), (das,), (tests,)][:retries + 1]
-    assert (translator.stats.final_steps, translator.stats.final_degenerate) == (1, 1)
-    assert (translator.stats.final_retries, translator.stats.final_retries_degenerate) == (retries, min(retries, 1))
-    with pytest.raises(ConfigError, match="final_retries must be >= 0"):
-        build_config(WaitkConfig, {"final_retries": -1})
+    assert " ".join(unit for e in emissions for unit in e.new_units) == "Das ist das Modell, das"
+    assert session.calls == [("", ())]
+    assert (translator.stats.final_steps, translator.stats.final_degenerate, translator.stats.final_retries) == (1, 1, 0)
     with pytest.raises(ConfigError, match="units_per_word must be > 0"):
         build_config(WaitkConfig, {"units_per_word": -1.0})
 
 
-CALIBRATION_147 = 'The task here is to identify the correct entity that the pronoun "he" refers to, which in this case is Servin.'
-KEPT_147 = "Die Aufgabe hier ist, die deutsche Übersetzung des englischen Textes zu finden, das"
-
-
-@pytest.mark.parametrize("retries, expected", [
-    (0, KEPT_147),  # the line with final_retries off (calibration text split, docs/draft_rules.md)
-    (1, KEPT_147 + ' den pronoun "he" in diesem Fall den Servin bezieht.'),  # the all-on run's line
-])
-def test_the_final_retry_completes_the_calibration_line_a_loop_cut(embedded_model_path, retries, expected):
-    """Calibration text line 147 (the embedded model, AlignAtt text preset, en→de, 2026-12-05): the draft loops on
-    "die deutsche Übersetzung des englischen Textes zu finden, das" (its hypothesis with the loop rule off); the
-    loop is cut after one copy and, with the final retry, drafted again without the loop's first token (" die"),
-    which gave the rest of the all-on run's line. Without the retry the line ends on "das". (The run's tokenizer:
-    the tiny one's " d" opens both " die" and " den".)"""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_path))
-    loop = " die deutsche Übersetzung des englischen Textes zu finden, das"
-    continuations = {"": [KEPT_147 + loop * 2 + " die deutsche Übersetzung des eng"],
-                     KEPT_147: [loop + loop, ' den pronoun "he" in diesem Fall den Servin bezieht.']}
-    session = RankedScriptSession(tokenizer, continuations)
-    lm = SimpleNamespace(tokenizer=tokenizer, session=lambda heads: session)
-    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_retries=retries))  # only the final step drafts
-    assert " ".join(u for e in stream(translator, CALIBRATION_147.split()) for u in e.new_units) == expected
-    assert translator.stats.final_degenerate == 1 and translator.stats.final_retries == retries
 
 
 @pytest.mark.parametrize("rule_off, expected, fired", [
-    ("none", "Das ist das Modell, das wir in allen Tests", {"loop", "final_retries"}),
-    ("final_retries", "Das ist das Modell, das", {"loop"}),
+    ("none", "Das ist das Modell, das", {"loop"}),
     ("loop", "Das ist das Modell, das das das das", set()),
 ])
 def test_rule_off_turns_one_draft_rule_off_and_the_policy_log_counts_each_rules_finds(tiny_lm, tmp_path, rule_off,
@@ -484,9 +447,7 @@ def test_rule_off_turns_one_draft_rule_off_and_the_policy_log_counts_each_rules_
     """The measurement of docs/draft_rules.md: `rule_off` runs without one rule (a knob's rule through its knob), and
     the policy log counts, per rule, the checks that found something (a rule that finds nothing changes nothing)."""
     words = "This is the model that we use in all our experiments.".split()
-    continuations = {"": ["Das ist das Modell, das das das das"],
-                     "Das ist das Modell, das": [" das das das", " wir in allen Tests Tests Tests"]}
-    session = RankedScriptSession(tiny_lm.tokenizer, continuations)
+    session = RankedScriptSession(tiny_lm.tokenizer, {"": ["Das ist das Modell, das das das das"]})
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     log = tmp_path / "policy.jsonl"
     translator = WaitkTranslator(lm, WaitkConfig(k=100, rule_off=rule_off, policy_log=str(log)))
@@ -584,7 +545,7 @@ def test_the_policy_log_counts_each_gate_rule_that_fired_apart():
 
 def test_eval_counts_drafts_that_ended_their_line_apart_from_degenerate_ones(tmp_path):
     """A draft that closes its line after translating a partial source is not degenerate: the policy log counts
-    line ends and degenerate cuts (loops, echoes, restarts, foreign scripts) apart, live and final, and eval
+    line ends and degenerate cuts (loops, foreign scripts) apart, live and final, and eval
     reports each as a share of all drafts."""
     import json
 
@@ -592,18 +553,18 @@ def test_eval_counts_drafts_that_ended_their_line_apart_from_degenerate_ones(tmp
     from agents.evaluation.scoring import policy_scores
     from agents.systems.llm import PolicyStats, Step
     from backends.draft import Draft
-    from policies.degenerate import ECHO, LINE_BREAK, LOOP
+    from policies.degenerate import FOREIGN_SCRIPT, LINE_BREAK, LOOP
 
     stats = PolicyStats()
     draft = Draft(prompt_length=4, tokens=[1, 2])
     for cut in (LINE_BREAK, LINE_BREAK, LOOP, "", ""):
         stats.add(Step(None, draft, "", "", 1, cut=cut))
-    for cut in (LINE_BREAK, ECHO):
-        stats.add(Step(None, draft, "", "", 1, final=True, cut=cut, copied=cut == ECHO))
+    for cut in (LINE_BREAK, FOREIGN_SCRIPT):
+        stats.add(Step(None, draft, "", "", 1, final=True, cut=cut, copied=cut == FOREIGN_SCRIPT))
     stats.add(Step(None, draft, "", "", 1, copied=True))
     assert (stats.line_breaks, stats.degenerate, stats.final_line_breaks, stats.final_degenerate) == (2, 1, 1, 1)
     assert (stats.copied, stats.final_copied) == (1, 1)
-    assert not Step(None, draft, "", "", 1, cut=LINE_BREAK).degenerate and Step(None, draft, "", "", 1, cut=ECHO).degenerate
+    assert not Step(None, draft, "", "", 1, cut=LINE_BREAK).degenerate and Step(None, draft, "", "", 1, cut=FOREIGN_SCRIPT).degenerate
     (tmp_path / POLICY_LOG).write_text(json.dumps(dataclasses.asdict(stats)) + "\n")
     scores = policy_scores(tmp_path)
     assert scores["degenerate drafts (%)"] == pytest.approx(100 * 2 / 8)
@@ -645,20 +606,6 @@ def test_streams_on_server_threads_share_no_tokenizer_state(tiny_lm):
         caller.join()
     assert not errors, errors
     assert outputs and all(output == reference for output in outputs)
-
-
-def test_an_english_target_cuts_talk_about_the_prompts_text_but_not_the_language_names(tiny_lm):
-    """cs→en: the instructions are English, so only the phrases naming the prompt's own text are an echo (seen on a
-    Czech talk: "The Czech text translates to English as: …", "I'm sorry, but I don't have the Czech text")."""
-    translator = AlignAttTranslator(tiny_lm, AlignAttConfig(source_lang="cs", target_lang="en"), heads_of(tiny_lm))
-    source = ["Česká", "republika", "podporuje", "návrh"]
-    def usable(draft: str) -> str:
-        return draft[:translator.guard.usable_length((), draft, source)[0]].strip()
-
-    assert usable("The Czech text translates to English as: The Czech Republic supports") == "The"
-    assert usable("I'm sorry, but I don't have the Czech text to translate.") == "I'm sorry, but I don't have the"
-    kept = "The Czech Presidency supports the proposal in English and in Czech."
-    assert usable(kept) == kept
 
 
 def test_the_soft_frontier_knob_refuses_a_mass_outside_zero_one_and_reaches_the_scan(tiny_lm):
@@ -915,168 +862,4 @@ def test_a_draft_that_turns_into_the_source_language_is_held_and_made_again(tiny
         build_config(AlignAttConfig, {"language_turn_words": -1})
 
 
-class SourceLanguageSession:
-    """Stands in for a model session (a fake: it writes English on purpose, as the 0.5B model did for `make demo`'s
-    misheard first chunk on an AVX2-only CPU): with nothing of the segment's translation in its prompt and n read
-    source words it drafts the first n + 2 words of `english` (its first draft "God's love is", which shares no run
-    with the source) until it has read `english_until` words, then the first n words of `german`; after an English
-    target prefix it goes on in English."""
 
-    def __init__(self, tokenizer, source: list[str], english: str, german: str, english_until: int):
-        self.tokenizer, self.source, self.english, self.german = tokenizer, source, english.split(), german.split()
-        self.english_until = english_until
-
-    reset = CopyingSession.reset
-
-    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
-        assert not banned_first_tokens, "a draft that opens in the source language is not made again"
-        read, prefix = read_and_target(self.tokenizer.decode(prompt_ids), self.source)
-        english = " ".join(self.english).startswith(prefix) and (bool(prefix) or read < self.english_until)
-        text = " ".join(self.english[:read + 2] if english else self.german[:read])
-        return scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
-
-
-@pytest.mark.parametrize("english_until, expected", [
-    (3, "Guten Morgen allerseits, danke fürs Kommen."),  # the third word brings a translation
-    (100, "God's love is with all of you who came"),  # English to the end: the final draft is kept
-])
-def test_no_live_step_commits_a_draft_that_opens_in_the_source_language(tiny_lm, english_until, expected):
-    """Whisper heard "Good morning everyone" as "God-mourning everyone and", and the first drafts were English of
-    the model's own ("God's love is ..."), which copies no source run: no live step commits them
-    (`DraftGuard.opens_in_source_language`, part of the copy guard), so the drafts that see more words translate
-    from the segment's start. Off, "God's love" is committed and the line stays English, as `make demo`'s first line
-    did. A final draft is not held or made again for its language."""
-    source = "God-mourning everyone and thank you for coming.".split()
-    english = "God's love is with all of you who came here today."
-
-    def translate(copy_guard_words):
-        session = SourceLanguageSession(tiny_lm.tokenizer, source, english,
-                                        "Guten Morgen allerseits, danke fürs Kommen.", english_until)
-        lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-        config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=copy_guard_words,
-                                language_turn_words=0)  # the rule for a turn later in the draft: tested below
-        translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
-        translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
-            (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
-        return translator, stream(translator, source)
-
-    translator, emissions = translate(4)
-    assert " ".join(u for e in emissions for u in e.new_units) == expected
-    live = [step for step in translator.steps if not step.final]
-    held = min(english_until - 1, len(source))  # the live steps that drafted English (one per word read)
-    assert [step.copied for step in live[:held]] == [True] * held and not any(step.copied for step in live[held:])
-    assert all(not e.new_units for e in emissions[:held])
-    assert translator.stats.final_copied == 0
-    translator, emissions = translate(0)
-    assert " ".join(u for e in emissions for u in e.new_units) == "God's love is with all of you who came"
-    assert emissions[0].new_units == ("God's", "love")  # all but the draft's last unit
-
-
-def test_no_live_step_commits_the_source_language_words_before_a_copy(tiny_lm):
-    """`make demo` on a Zen 4 (2026-12-05): at 2 s Whisper heard "God's Mourning everyone and thank you", four of
-    those words accessible, and the 0.5B model drafted "God's love everyone and thank you for coming.". The copy rule
-    finds its run ("everyone and thank you") at the third unit, so "God's love" was committed before it and the line
-    stayed English. A draft that opens the segment in the source language ("and") commits nothing, whether or not
-    it also copies a run."""
-    heard = "God's Mourning everyone and thank you".split()
-    english = "God's love everyone and thank you for coming."
-    session = SourceLanguageSession(tiny_lm.tokenizer, heard, english, "Guten Morgen allerseits, danke fürs Kommen.",
-                                    english_until=100)
-    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    config = AlignAttConfig(border=1000, max_new_tokens=60, copy_guard_words=4, language_turn_words=0)
-    translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
-    translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
-        (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
-    translator.reset()
-    words = [SourceWord(word, end_time=0.3 * (index + 1)) for index, word in enumerate(heard)]
-    emission = translator.revise(words, now=1.25)  # words ended by 1.2 s: four accessible
-    step = translator.steps[-1]
-    assert (step.accessible_words, step.final, step.draft_text) == (4, False, english)
-    assert translator.guard.copy_length([], english, heard) == len("God's love")  # the run starts at "everyone"
-    assert step.copied and step.committed_text == "" and emission.new_units == ()
-
-
-class RankedOpeningsSession:
-    """Stands in for a model session (a fake: it opens with the source's first word on purpose, as the 0.5B model
-    did in 1% of lines: "We | forniamo un metodo"): `openings` are whole translations in the order greedy decoding
-    ranks their first tokens; with nothing of the segment's translation in the prompt it writes, of the first one
-    whose first token is not banned, as many words as it has read; after a target prefix it goes on in the
-    translation that prefix began. Records each draft's banned first tokens."""
-
-    def __init__(self, tokenizer, source: list[str], openings: list[str]):
-        self.tokenizer, self.source, self.openings = tokenizer, source, openings
-        self.bans: list[tuple[int, ...]] = []
-
-    def reset(self):
-        pass
-
-    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
-        read, prefix = read_and_target(self.tokenizer.decode(prompt_ids), self.source)
-        self.bans.append(tuple(banned_first_tokens))
-        if prefix:
-            translation = next(text for text in self.openings if text.startswith(prefix))
-        else:
-            translation = next(text for text in self.openings
-                               if self.tokenizer.encode(text, add_special_tokens=False)[0] not in banned_first_tokens)
-        return scripted_draft(self.tokenizer, prompt_ids, prefix, " ".join(translation.split()[:read]),
-                              max_new_tokens, stop)
-
-
-OPENING_SOURCE = "We need to find a method for this.".split()
-OPENINGS = ["We müssen dafür eine Methode finden.", "we müssen dafür eine Methode finden.",
-            "Wir müssen dafür eine Methode finden."]
-ANOTHER_SENTENCE = ["We müssen dafür eine Methode finden.", "Hier ist die Übersetzung des Textes."]
-
-
-@pytest.mark.parametrize("translator_class", [WaitkTranslator, AlignAttTranslator])
-@pytest.mark.parametrize("openings, copy_guard_words, retries, expected, banned, kept", [
-    (OPENINGS, 4, 3, OPENINGS[2], 2, 0),  # "We", then "we" banned: the translation opens with "Wir"
-    (OPENINGS, 4, 1, OPENINGS[1], 1, 0),  # one ban: "we" is kept
-    (OPENINGS, 4, 0, OPENINGS[0], 0, 0),  # no ban
-    (OPENINGS, 0, 3, OPENINGS[0], 0, 0),  # the copy guard off
-    (ANOTHER_SENTENCE, 4, 3, OPENINGS[0], 1, 1),  # the redraft is another sentence: the word stays
-])
-def test_a_translation_that_opens_with_the_sources_first_word_is_drafted_again_without_it(
-        tiny_lm, translator_class, openings, copy_guard_words, retries, expected, banned, kept):
-    """"We | forniamo un metodo …", "By | mostrando …" (1% of the evaluation split's lines on en→it under both
-    policies): the translation began with the English word it read first and went on in the target language. The
-    draft that shows it (two units) is made again at once with that first token banned, and so is every later draft
-    of the segment's opening, live or final, up to `copy_retries` bans; the policy writes on while the source runs.
-    A redraft that changes more than that word (the model's next choice begins another sentence) is not used: the
-    ban is lifted, the step drafted as before, and that first token never banned again in the segment."""
-    session = RankedOpeningsSession(tiny_lm.tokenizer, OPENING_SOURCE, openings)
-    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    options = dict(final_max_new_tokens=60, copy_guard_words=copy_guard_words, copy_retries=retries)
-    if translator_class is WaitkTranslator:
-        translator = WaitkTranslator(lm, WaitkConfig(k=1, **options))
-    else:
-        translator = AlignAttTranslator(lm, AlignAttConfig(border=1000, **options), heads_of(tiny_lm))
-        translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
-            (draft := translator.session.draft(prompt.token_ids, budget,
-                                               banned_first_tokens=translator._opening_bans())),
-            len(draft.tokens), None)
-    emissions = stream(translator, OPENING_SOURCE)
-    assert " ".join(u for e in emissions for u in e.new_units) == expected
-    assert any(e.new_units for e in emissions[:-1])  # written while the source runs, not held to the end
-    assert (translator.stats.source_openings, translator.stats.source_openings_kept) == (banned, kept)
-    first_tokens = [tiny_lm.tokenizer.encode(text, add_special_tokens=False)[0] for text in openings]
-    assert len(set(first_tokens)) == len(openings)
-    # Each ban adds to the ones before it; once the translation has begun, or the ban was lifted, no draft has it.
-    assert [b for b in session.bans if b] == [tuple(first_tokens[:n]) for n in range(1, banned + 1)]
-    translator.reset()
-    assert translator.opening == Opening()
-
-
-@pytest.mark.parametrize("drafts, expected, bans", [(1, OPENINGS[0], 0), (2, OPENINGS[1], 1), (4, OPENINGS[2], 2)])
-def test_a_step_drafts_again_in_one_bounded_loop_and_takes_its_last_draft_as_it_is(tiny_lm, drafts, expected, bans):
-    """`_step` drafts again (an opening word banned, a preamble moved into the prompt) in a loop of at most
-    `_drafts_per_step()` drafts, not by calling itself: with room for one draft the step takes it as it is ("We
-    müssen …" keeps its English first word), with two it bans "We" once, with four it bans "We" and "we"."""
-    session = RankedOpeningsSession(tiny_lm.tokenizer, OPENING_SOURCE, OPENINGS)
-    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    translator = WaitkTranslator(lm, WaitkConfig(k=1, final_max_new_tokens=60, copy_guard_words=4, copy_retries=3))
-    assert translator._drafts_per_step() == 8
-    translator._drafts_per_step = lambda: drafts
-    emissions = stream(translator, OPENING_SOURCE)
-    assert " ".join(u for e in emissions for u in e.new_units) == expected
-    assert translator.stats.source_openings == bans

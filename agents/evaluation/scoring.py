@@ -185,9 +185,9 @@ def score_offline(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
 
 def policy_scores(run_dir: Path) -> dict[str, float]:
     """From the translator's policy log (if the run wrote one), in percent: the share of live steps where the
-    AlignAtt gate withheld draft tokens, of drafts cut because they stopped being a translation (a loop, an echo, a
-    restart, a foreign script), of drafts that ended their line (a translation's normal end, counted apart) and of
-    drafts that copied the source or opened in its language (`copy_guard_words`), and of live steps where the wait-k
+    AlignAtt gate withheld draft tokens, of drafts cut because they stopped being a translation (a loop, a foreign
+    script), of drafts that ended their line (a translation's normal end, counted apart) and of
+    drafts that copied the source or turned into its language (`copy_guard_words`), and of live steps where the wait-k
     floor committed past where the gate stopped (`waitk_floor`)."""
     log = run_dir / POLICY_LOG
     if not log.is_file():

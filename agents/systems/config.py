@@ -26,12 +26,11 @@ def check_language_pair(source_lang: str, target_lang: str) -> None:
 
 
 # The draft rules `rule_off` turns off one at a time (docs/draft_rules.md measures each alone).
-DRAFT_RULES = ("loop", "echo", "foreign_script", "restart", "copy", "copy_retries", "opening_language",
-               "opening_word", "language_turn", "preamble", "quotation", "final_retries", "final_budget",
-               "sentence_end", "min_accessible_words", "waitk_floor")
+DRAFT_RULES = ("loop", "foreign_script", "copy", "copy_retries", "language_turn", "preamble", "quotation",
+               "final_budget", "sentence_end", "min_accessible_words", "waitk_floor")
 # The rules that are a knob already: `rule_off` sets the knob to this value (off).
 KNOB_RULES = {"copy_retries": ("copy_retries", 0), "language_turn": ("language_turn_words", 0),
-              "final_retries": ("final_retries", 0), "sentence_end": ("withhold_sentence_end", False),
+              "sentence_end": ("withhold_sentence_end", False),
               "min_accessible_words": ("min_accessible_words", 0), "waitk_floor": ("waitk_floor", 0)}
 
 
@@ -42,18 +41,13 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
     final_budget_ratio: float = knob(2.0, "the final flush drafts at most ratio x source tokens + slack for the "
                                           "segment's whole target (less what is committed): loops cannot run on")
     final_budget_slack: int = knob(8, "tokens added to ratio x source tokens in the final budget")
-    final_retries: int = knob(1, "times a final draft cut where it stopped being a translation (a loop, a restart, "
-                                 "an echo, a foreign script) is drafted again after what it kept, with another first "
-                                 "token than the cut part's; 0: the translation ends at the cut")
     copy_retries: int = knob(3, "times a final draft that copies the source is made again from the copy, each time "
                                 "with every first token a copying draft of it began with banned (\"Okay, now I'm "
                                 "going\" -> \"OK, now I'm going\" -> a translation); the copy is kept if every "
                                 "one copies; 0: kept at once")
     copy_guard_words: int = knob(4, "a run of this many draft words repeating source words in order (two of them in "
                                     "lower case) is a copy, not a translation: a live step commits nothing from "
-                                    "it, a final draft is made again from it (`copy_retries`); nor does a live "
-                                    "step commit a segment's draft that opens in the source language (its "
-                                    "function words, not the target's); 0: off")
+                                    "it, a final draft is made again from it (`copy_retries`); 0: off")
     language_turn_words: int = knob(1, "a draft that turns into the source language, this many of its function "
                                        "words and none of the target's in five units, copies like a run of source "
                                        "words (`copy_guard_words`): \"Zweite, wir | aim to investigate the\"; "
@@ -62,10 +56,9 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
                                "drafts) as one JSON line per finished segment to this file; empty: off")
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
                                               "target unit that closes a sentence on (the speech cascade does)")
-    rule_off: str = knob("", "measurement only: run with this one draft rule off (`DRAFT_RULES`: loop, echo, "
-                             "foreign_script, restart, copy, copy_retries, opening_language, opening_word, "
-                             "language_turn, preamble, quotation, final_retries, final_budget, sentence_end, "
-                             "min_accessible_words, waitk_floor); empty or none: every rule on")
+    rule_off: str = knob("", "measurement only: run with this one draft rule off (`DRAFT_RULES`: loop, "
+                             "foreign_script, copy, copy_retries, language_turn, preamble, quotation, final_budget, "
+                             "sentence_end, min_accessible_words, waitk_floor); empty or none: every rule on")
     instruction_position: str = knob("after_source", "where the prompt's instruction stands: after_source (paper "
                                                      "Eq. 1) or before_source (a step then re-computes only the "
                                                      "changed source, the template's closing and the target prefix)")
@@ -79,8 +72,6 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
             raise ConfigError("max_new_tokens and final_max_new_tokens must be >= 1")
         if self.rule_off not in ("", "none", *DRAFT_RULES):
             raise ConfigError(f"rule_off must be one of none, {', '.join(DRAFT_RULES)}, got {self.rule_off!r}")
-        if self.final_retries < 0:
-            raise ConfigError(f"final_retries must be >= 0, got {self.final_retries}")
         if self.copy_retries < 0:
             raise ConfigError(f"copy_retries must be >= 0, got {self.copy_retries}")
         if self.language_turn_words < 0:

@@ -20,7 +20,7 @@ from agents.systems.config import DRAFT_RULES, KNOB_RULES, AlignAttConfig, LLMTr
 from backends.choice import load_lm
 from backends.heads import HeadSet, default_heads, load_heads
 from backends.draft import Draft
-from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt, language_name
+from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt
 from backends.models import stream_tokenizer
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
 from policies.degenerate import (
@@ -29,8 +29,6 @@ from policies.degenerate import (
     LINE_BREAK,
     Decision,
     DraftGuard,
-    Opening,
-    echo_words,
     final_budget,
     may_become_preamble,
     without_closing_quote,
@@ -53,7 +51,6 @@ if TYPE_CHECKING:  # any runtime's LM: backends.hf.lm, backends.llama_cpp.lm, ba
 
 
 MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk does not grow memory
-BANNED, KEPT = "banned", "kept"  # the values of `Step.source_opening`
 
 
 @dataclass(frozen=True)
@@ -61,19 +58,14 @@ class Step:
     """What one policy call saw and decided (kept for diagnostics and tests).
 
     cut: the rule of `policies.degenerate.DraftGuard` that ended the draft ("" where none did): a line break (the
-    translation's line ended) or a degenerate cut (a loop, an echo, a restart, a foreign script).
-    retry: a final draft made again after the previous one's degenerate cut or copy (`LLMTranslator._redraft_final`).
+    translation's line ended) or a degenerate cut (a loop, a foreign script).
+    retry: a final draft made again after the previous one copied the source (`LLMTranslator._redraft_copy`).
     copied: the draft's usable text copies the source from some unit on (`DraftGuard.copy_length`): a live step
-    commits nothing from there, a final one is made again from there. A live draft that opens the segment in the
-    source language (`DraftGuard.opens_in_source_language`) counts as copied from its start.
+    commits nothing from there, a final one is made again from there.
     preamble: the segment's draft opened with an introduction of its own; it moves into the prompt (see
     `LLMTranslator.segment_preamble`) and the step is drafted again after it.
     floor_tokens: draft tokens a live step accepted past the gate's first rejected one because the wait-k floor
     (`waitk_floor`) asked for them (0 where the gate allowed as much, or there is no gate).
-    source_opening: BANNED where the segment's draft opened with the source's first word and went on in the target
-    language (`DraftGuard.opens_with_source_word`): its first token is banned from the segment's opening and the
-    step drafted again; KEPT where that redraft changed more than the word (`replaces_opening_word`): the ban is
-    lifted and the step drafted again as before; else empty.
     """
 
     prompt: TranslationPrompt | None
@@ -89,7 +81,6 @@ class Step:
     copied: bool = False
     preamble: str = ""  # the draft's introduction as the prompt carries it (`with_opened_quotation`), else empty
     floor_tokens: int = 0
-    source_opening: str = ""
 
     @property
     def degenerate(self) -> bool:
@@ -123,14 +114,12 @@ class PolicyStats:
     gate_stopped_tokens: draft tokens withheld by it;
     degenerate: drafts cut by the DraftGuard because they stopped being a translation; line_breaks: drafts that
     ended their line (the guard cuts them there too, but that is how a one-line translation ends); skipped: steps
-    whose source could not be mapped; final_retries: final drafts made again after a degenerate cut or a copy
-    (counted apart from final_steps), final_retries_degenerate: those cut as degenerate again; copied, final_copied
+    whose source could not be mapped; final_retries: final drafts made again after a copy (counted apart from
+    final_steps), final_retries_degenerate: those cut as degenerate; copied, final_copied
     and final_retries_copied: live drafts, final drafts and retries that copied the source (a final draft keeps its
     copy where every retry copies too); preambles: segments whose translation opened with an introduction of the model's
     own ('Die Übersetzung auf Deutsch lautet: "'); floor_steps and floor_tokens: live steps where the wait-k floor
-    committed past where the gate stopped, and the draft tokens it accepted there; source_openings: drafts that
-    opened the segment with the source's first word ("We | forniamo"), drafted again without it, and
-    source_openings_kept: those whose redraft changed more than that word, so the word stayed.
+    committed past where the gate stopped, and the draft tokens it accepted there.
     """
 
     live_steps: int = 0
@@ -154,8 +143,6 @@ class PolicyStats:
     preambles: int = 0
     floor_steps: int = 0
     floor_tokens: int = 0
-    source_openings: int = 0
-    source_openings_kept: int = 0
     skipped: int = 0
 
     def add(self, step: "Step") -> None:
@@ -164,10 +151,6 @@ class PolicyStats:
             return
         if step.preamble:
             self.preambles += 1
-            return
-        if step.source_opening:
-            self.source_openings += step.source_opening == BANNED
-            self.source_openings_kept += step.source_opening == KEPT
             return
         if step.retry:
             self.final_retries += 1
@@ -209,21 +192,18 @@ class LLMTranslator(StreamingTranslator):
         self.decodes_leading_space = decodes_leading_space(self.tokenizer)
         self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang,
                                      config.instruction_position)
-        prompt_words_to_avoid = echo_words(f"{self.prompts.system} {self.prompts.instruction}".split(),
-                                           language_name(config.source_lang), language_name(config.target_lang),
-                                           config.target_lang)
         self.fired: Counter = Counter()  # per draft rule, the times it found something (measurement)
         self._logged_fired: Counter = Counter()
-        self.guard = DraftGuard(self.target_unit, config.target_lang, prompt_words_to_avoid, config.copy_guard_words,
-                                config.source_lang, config.language_turn_words, self.rules_off, config.copy_retries)
+        self.guard = DraftGuard(self.target_unit, config.target_lang, config.copy_guard_words, config.source_lang,
+                                config.language_turn_words, self.rules_off)
         self.session = lm.session(heads)
         self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
         self.segment_start = 0  # index in emitted_units where the current segment's target begins
-        # The segment's opening (`policies.degenerate.Opening`): an introduction its first draft opened with ('Die
-        # Übersetzung auf Deutsch lautet: "'), which stays in the prompt ahead of the target prefix and is never
-        # emitted, and the first tokens its translation may not open with ("We | forniamo un metodo").
-        self.opening = Opening()
+        # The introduction the segment's first draft opened with ('Die Übersetzung auf Deutsch lautet: "', as
+        # `policies.degenerate.with_opened_quotation` makes it): it stays in the prompt ahead of the target prefix
+        # and is never emitted; empty where there is none.
+        self.segment_preamble = ""
         self.steps: deque[Step] = deque(maxlen=MAX_KEPT_STEPS)
         self.stats = PolicyStats()  # this stream's, since reset
         self._logged_stats = PolicyStats()  # the part of `stats` already written to policy_log
@@ -234,7 +214,7 @@ class LLMTranslator(StreamingTranslator):
         self.session.reset()
         self.source_words = []
         self.segment_start = 0
-        self.opening = Opening()
+        self.segment_preamble = ""
         self.steps.clear()
         self.stats = PolicyStats()
         self._logged_stats = PolicyStats()
@@ -245,11 +225,6 @@ class LLMTranslator(StreamingTranslator):
     def _record(self, step: Step) -> None:
         self.steps.append(step)
         self.stats.add(step)
-
-    @property
-    def segment_preamble(self) -> str:
-        """The introduction the segment's translation opened with, as the prompt carries it, else empty."""
-        return self.opening.preamble
 
     @property
     def segment_units(self) -> list[str]:
@@ -281,7 +256,7 @@ class LLMTranslator(StreamingTranslator):
         emission = self._emit(self._step(len(self.source_words), final=True)) if self.source_words else Emission()
         self.source_words = []
         self.segment_start = len(self.emitted_units)
-        self.opening = Opening()
+        self.segment_preamble = ""
         self._last_step_key = None
         self._write_policy_log()
         return emission
@@ -299,16 +274,14 @@ class LLMTranslator(StreamingTranslator):
 
     def _step(self, accessible: int, final: bool) -> Emission:
         """One step, top to bottom: build the prompt, draft, decide how much of the draft is a usable translation
-        (`DraftGuard.decide`), apply the policy's acceptance, emit. A draft the decision asks to make again (an
-        introduction moved into the prompt, an opening word banned or kept) is drafted again in this one loop, at
-        most `_drafts_per_step()` drafts, the last taken as it is; a final draft whose translation stopped (a
-        degenerate cut, a copy) is completed by `_redraft_final`."""
+        (`DraftGuard.decide`), apply the policy's acceptance, emit. A segment's first draft that opens with an
+        introduction of the model's own is drafted once more with the introduction in the prompt; a final draft
+        that copies the source is completed by `_redraft_copy`."""
         if not final and (accessible < max(1, self.config.min_accessible_words) or not self._may_write(accessible)):
             self.fired["min_accessible_words"] += 1 <= accessible < self.config.min_accessible_words
             return Emission()
         source = [w.text for w in self.source_words]
-        drafts = self._drafts_per_step()
-        for attempt in range(drafts):
+        for attempt in range(2):  # the draft, and once per segment the draft after its introduction
             # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
             target_prefix = self.segment_preamble + join_units(self.segment_units, self.target_unit)
             step_key = (tuple(source), accessible, target_prefix, final)
@@ -325,37 +298,27 @@ class LLMTranslator(StreamingTranslator):
             # rounds back to the last complete unit anyway.
             draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "") if final \
                 else self._decode(draft.tokens)
-            decision = self.guard.decide(draft_text, self.segment_units, source, draft.tokens[0] if draft.tokens
-                                         else None, self.opening if attempt < drafts - 1 else None, live=not final)
+            decision = self.guard.decide(draft_text, self.segment_units, source,
+                                         may_redraft=attempt == 0 and not self.segment_preamble)
             self.fired.update(decision.found)
-            self.opening = self.opening.after(decision.redraft)
-            if decision.redraft is None:
+            if not decision.preamble:
                 break
-            redraft = decision.redraft
-            self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, preamble=redraft.preamble,
-                              source_opening=BANNED if redraft.ban is not None else KEPT if redraft.keep else ""))
+            self.segment_preamble = decision.preamble
+            self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, preamble=decision.preamble))
             self._last_step_key = None
         committed = self._accept(draft, draft_text, accepted, decision, final)
         copied = None if decision.copied is None else min(decision.copied, len(committed))
         self._record(Step(prompt, draft, draft_text, committed if copied is None else committed[:copied], accessible,
                           scan, final, decision.cut, copied=copied is not None,
                           floor_tokens=max(0, accepted - scan.accepted_tokens) if scan is not None else 0))
-        if final:
-            kept = committed if copied is None else committed[:copied]
-            rest = self._redraft_final(source, target_prefix, draft, kept, COPY if copied is not None else decision.cut,
-                                       budget)
+        if copied is not None:
+            kept = committed[:copied]
+            rest = self._redraft_copy(source, target_prefix, draft, kept, budget) if final else ""
             committed = kept + (committed[len(kept):] if rest is None else rest)
-            if self.segment_preamble and "quotation" not in self.rules_off:
-                self.fired["quotation"] += without_closing_quote(committed) != committed
-                committed = without_closing_quote(committed)  # the quotation the preamble opened (it ends in one)
-        elif copied is not None:
-            committed = committed[:copied]
+        if final and self.segment_preamble and "quotation" not in self.rules_off:
+            self.fired["quotation"] += without_closing_quote(committed) != committed
+            committed = without_closing_quote(committed)  # the quotation the preamble opened (it ends in one)
         return self._emission(committed, accessible, final)
-
-    def _drafts_per_step(self) -> int:
-        """The most drafts one step makes: the first, one after a preamble (once per segment), and per opening word
-        banned (at most `copy_retries` at a time) the redraft without it and, where it is kept, one more."""
-        return 2 + 2 * self.config.copy_retries
 
     def _draft(self, prompt: TranslationPrompt, accessible: int, final: bool, target_prefix: str
                ) -> tuple[Draft, int, ScanResult | None, int]:
@@ -364,8 +327,7 @@ class LLMTranslator(StreamingTranslator):
         if not final:
             return *self._draft_and_accept(prompt, self.config.max_new_tokens, accessible), self.config.max_new_tokens
         budget = self._final_budget(prompt, target_prefix[len(self.segment_preamble):])
-        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._translation_over,
-                                   banned_first_tokens=self._opening_bans())
+        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._translation_over)
         self._count_budget(draft, budget)
         return draft, len(draft.tokens), None, budget
 
@@ -392,12 +354,6 @@ class LLMTranslator(StreamingTranslator):
             return Emission(new_units=units[:1] + self._limit(units[1:], accessible, final), joins_last_unit=True)
         return Emission(new_units=self._limit(units, accessible, final))
 
-    def _opening_bans(self, prefix_units: Sequence[str] | None = None) -> tuple[int, ...]:
-        """The first tokens a draft after `prefix_units` (default: the segment's emitted units) may not be: the
-        segment's opening bans while its translation has not begun, else none."""
-        prefix = self.segment_units if prefix_units is None else prefix_units
-        return () if prefix else self.opening.bans
-
     def _final_budget(self, prompt: TranslationPrompt, target_prefix: str) -> int:
         """The final draft's budget, proportional to the source (`policies.degenerate.final_budget`)."""
         tokenize = self.tokenizer
@@ -414,35 +370,26 @@ class LLMTranslator(StreamingTranslator):
         """Count a final draft that used its whole ratio budget where the cap would have allowed more."""
         self.fired["final_budget"] += getattr(self, "_budget_below_cap", False) and len(draft.tokens) >= budget
 
-    def _redraft_final(self, source: list[str], target_prefix: str, draft: Draft, kept: str, cut: str,
-                       budget: int) -> str | None:
-        """The rest of a final translation after the text its draft `kept`, where the draft stopped being one there,
-        drafted again after `kept` with any first token but the one that followed it, within what is left of the
-        final `budget`; "" where there is nothing to draft again. After a degenerate cut
-        (`policies.degenerate.DEGENERATE_CUTS`) up to `final_retries` times, each after the last retry's kept text:
-        without it, "... die Bedeutung des Codes für die, die, die" loses the rest of the sentence. After a copy of
-        the source (`COPY`) up to `copy_retries` times from `kept`, each banning too the first tokens of every
-        copying retry before it, until one copies no more; None (keep the copy: an untranslated sentence still says
-        more than a missing one) where every retry copies or one gives nothing. "So was | needed for a good
-        generalization?" becomes "So was | benötigt für eine gute Generalisierung."."""
-        copy, rest, banned = cut == COPY, "", []
-        prefix_units = list(self.segment_units)
-        self.fired["copy_retries"] += copy and self.config.copy_retries > 0
-        for _ in range(self.config.copy_retries if copy else self.config.final_retries):
-            if cut not in (*DEGENERATE_CUTS, COPY):  # most finals: nothing to draft again
-                break
-            self.fired["final_retries"] += not copy
-            # The retry continues right after the kept text, so the token to ban is the one that followed it (not the
-            # one that starts the next unit: a tokenizer may put the space between units in a token of its own).
-            kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
-            if kept_tokens == len(draft.tokens) or budget - kept_tokens < 1:
-                break
-            prefix = [*prefix_units, *split_units(kept, self.target_unit, continues=bool(prefix_units))]
-            prompt = self.prompts.build(source, target_prefix + kept, map_source=False)
+    def _redraft_copy(self, source: list[str], target_prefix: str, draft: Draft, kept: str, budget: int
+                      ) -> str | None:
+        """The rest of a final translation whose draft copies the source after the text it `kept`: drafted again
+        after `kept` up to `copy_retries` times within what is left of the final `budget`, each banning the first
+        token of the copy and of every copying retry before it, until one copies no more; None (keep the copy: an
+        untranslated sentence still says more than a missing one) where every retry copies or one gives nothing.
+        "So was | needed for a good generalization?" becomes "So was | benötigt für eine gute Generalisierung."."""
+        self.fired["copy_retries"] += self.config.copy_retries > 0
+        # The retry continues right after the kept text, so the token to ban is the one that followed it (not the one
+        # that starts the next unit: a tokenizer may put the space between units in a token of its own).
+        kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
+        if not self.config.copy_retries or kept_tokens == len(draft.tokens) or budget - kept_tokens < 1:
+            return None
+        prefix = [*self.segment_units, *split_units(kept, self.target_unit, continues=bool(self.segment_units))]
+        prompt = self.prompts.build(source, target_prefix + kept, map_source=False)
+        banned = [draft.tokens[kept_tokens]]
+        for _ in range(self.config.copy_retries):
             retry = self.session.draft(prompt.token_ids, budget - kept_tokens, capture=False,
                                        stop=lambda d: self._translation_over(d, prefix),
-                                       banned_first_tokens=(draft.tokens[kept_tokens], *banned,
-                                                            *self._opening_bans(prefix)))
+                                       banned_first_tokens=tuple(banned))
             self._count_budget(retry, budget - kept_tokens)
             text = self._decode(retry.tokens).replace(REPLACEMENT_CHARACTER, "")
             usable, retry_cut = self._usable_length(text, prefix)
@@ -450,17 +397,12 @@ class LLMTranslator(StreamingTranslator):
             copies = self._copy_length(retry_kept, prefix) is not None
             self._record(Step(prompt, retry, text, retry_kept, len(source), final=True, cut=retry_cut, retry=True,
                               copied=copies))
-            if not copy:  # the next retry continues after this one's kept text
-                rest += retry_kept
-                prefix_units, target_prefix, budget = prefix, target_prefix + kept, budget - kept_tokens
-                draft, kept, cut = retry, retry_kept, retry_cut
-            elif not retry_kept.strip() or not retry.tokens:
-                break
-            elif not copies:
+            if not retry_kept.strip() or not retry.tokens:
+                return None
+            if not copies:
                 return retry_kept
-            else:
-                banned.append(retry.tokens[0])
-        return None if copy else rest
+            banned.append(retry.tokens[0])
+        return None
 
     def _decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
@@ -470,7 +412,7 @@ class LLMTranslator(StreamingTranslator):
         (`DraftGuard.usable_length`), after `prefix_units` (default: the segment's emitted units)."""
         found: list[str] = []
         prefix = self.segment_units if prefix_units is None else prefix_units
-        length = self.guard.usable_length(prefix, draft_text, [w.text for w in self.source_words], found)
+        length = self.guard.usable_length(prefix, draft_text, found=found)
         self.fired.update(found)
         return length
 
@@ -478,7 +420,7 @@ class LLMTranslator(StreamingTranslator):
         """Length of `text` after `prefix_units` before it starts copying the segment's source
         (`DraftGuard.copy_length`), or None."""
         found: list[str] = []
-        length = self.guard.copy_length(prefix_units, text, [w.text for w in self.source_words], found)
+        length = self.guard.copy_length(prefix_units, text, [w.text for w in self.source_words], found=found)
         self.fired.update(found)
         return length
 
@@ -581,7 +523,7 @@ class AlignAttTranslator(LLMTranslator):
             over = gate_over or self._text_over(text)
             return over and not (scanner.accepted_tokens and self._preamble_may_follow(text))
 
-        draft = self.session.draft(prompt.token_ids, budget, stop=stop, banned_first_tokens=self._opening_bans())
+        draft = self.session.draft(prompt.token_ids, budget, stop=stop)
         while not scanner.failed and len(scanner.decisions) < len(draft.tokens):
             scan_next(draft)
         accepted = scanner.accepted_tokens
@@ -622,8 +564,7 @@ class WaitkTranslator(LLMTranslator):
             over = len(split_units(text, self.target_unit)) > allowed or self._text_over(text)
             return over and not self._preamble_may_follow(text)
 
-        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop,
-                                   banned_first_tokens=self._opening_bans())
+        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
         if self.target_unit == "char":
             return draft, self._whole_tokens_within(draft, allowed), None
         return draft, len(draft.tokens), None
@@ -668,8 +609,7 @@ class LocalAgreementTranslator(LLMTranslator):
         window agrees on; the window keeps each hypothesis' units after what is committed."""
         draft = self.session.draft(prompt.token_ids, self._final_budget(prompt, join_units(self.segment_units,
                                                                                               self.target_unit)),
-                                   capture=False, stop=self._translation_over,
-                                   banned_first_tokens=self._opening_bans())
+                                   capture=False, stop=self._translation_over)
         text = self._decode(draft.tokens)
         text = text[: self._usable_length(text)[0]]
         # The last unit may go on, whether the budget cut it or the draft ended on a partial source ("zusammen"
