@@ -225,7 +225,7 @@ PREAMBLE = re.compile(PREAMBLE_CLAUSE + r"[:：](?:\s*[" + re.escape(OPENING_QUO
 PREAMBLE_SO_FAR = re.compile(PREAMBLE_CLAUSE + r"(?:[:：][ \t]*)?")  # what may still grow into a PREAMBLE
 
 
-def _may_be_quoted(source_words: Sequence[str]) -> bool:
+def may_be_quoted(source_words: Sequence[str]) -> bool:
     """A source with a colon or a quotation mark may be translated with them ('He said, "yes"' -> 'Er sagte:
     „Ja"'), so nothing is a preamble there."""
     return any(c in word for word in source_words for c in ":：" + OPENING_QUOTES + CLOSING_QUOTES)
@@ -235,7 +235,7 @@ def preamble_length(draft_text: str, source_words: Sequence[str]) -> int:
     """Length of the introduction a segment's translation opens with: a clause of the model's own that ends in a
     colon and opens a quotation ('Die Übersetzung auf Deutsch lautet: "') or a new line ('Ecco il traduttore:\\n\\n'),
     or 0 (always where the source may be quoted)."""
-    if _may_be_quoted(source_words):
+    if may_be_quoted(source_words):
         return 0
     match = PREAMBLE.match(draft_text)
     return 0 if match is None else match.end()
@@ -246,7 +246,7 @@ def may_become_preamble(draft_text: str, source_words: Sequence[str]) -> bool:
     (`preamble_length`): it is one clause so far, of at most 80 characters and without a sentence end, perhaps
     followed by its colon. A policy that would commit the draft's first words drafts on until this is False:
     'Ecco' committed before ' il traduttore:\\n' showed could not be taken back."""
-    return not _may_be_quoted(source_words) and PREAMBLE_SO_FAR.fullmatch(draft_text) is not None
+    return not may_be_quoted(source_words) and PREAMBLE_SO_FAR.fullmatch(draft_text) is not None
 
 
 def with_opened_quotation(preamble: str) -> str:
