@@ -15,11 +15,13 @@ from pathlib import Path
 
 from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
 from policies.degenerate import (
+    OPENING_LANGUAGE_UNITS,
     PUNCTUATION_KEY,
     comparison_key,
     foreign_script_start,
     language_turn_start,
     may_be_quoted,
+    opens_in_source_language,
     preamble_length,
 )
 from policies.function_words import FUNCTION_WORDS, exclusive_words, has_function_words, language_evidence
@@ -73,33 +75,21 @@ def repeats_clause(hypothesis: str, source: str, unit: str = "word") -> bool:
     return _repeats_run(units, CLAUSE_UNITS[unit]) and not _repeats_run(source_words, SOURCE_REPEAT_WORDS)
 
 
-OPENING_UNITS = 8  # a line's opening is judged by the language of this many of its first units
-
-
 def _listed(source_lang: str, target_lang: str) -> bool:
     """Whether both languages' function words are listed (`policies.function_words`), so openings can be told."""
     return primary_language(source_lang) in FUNCTION_WORDS and has_function_words(target_lang)
 
 
-def opens_in_source_language(units: list[str], source_lang: str, target_lang: str) -> bool:
-    """Whether a line opens in the source language: among its first OPENING_UNITS units at least one function word
-    of the source language only and none of the target's ("God's love is" for "God-mourning everyone and")."""
-    if not _listed(source_lang, target_lang):
-        return False
-    source, target = language_evidence([comparison_key(u) for u in units[:OPENING_UNITS]], source_lang, target_lang)
-    return source >= 1 and target == 0
-
-
 def opens_with_source_word(units: list[str], source_words: list[str], source_lang: str, target_lang: str) -> bool:
     """Whether a line opens with its source's own first word, a function word of the source language only, and
-    goes on in the target language, no such word among its next OPENING_UNITS - 1 units ("We | forniamo un
+    goes on in the target language, no such word among its next OPENING_LANGUAGE_UNITS - 1 units ("We | forniamo un
     metodo" for "We provide a method"); a source that may be quoted (a title) keeps its words."""
     if len(units) < 2 or not source_words or may_be_quoted(source_words) or not _listed(source_lang, target_lang):
         return False
     first = comparison_key(units[0])
     if first != comparison_key(source_words[0]) or first not in exclusive_words(source_lang, target_lang):
         return False
-    return language_evidence([comparison_key(u) for u in units[1:OPENING_UNITS]], source_lang, target_lang)[0] == 0
+    return language_evidence([comparison_key(u) for u in units[1:OPENING_LANGUAGE_UNITS]], source_lang, target_lang)[0] == 0
 
 
 SENTENCE_START = re.compile(r"(?:^|[.!?。！？]\s+)")
@@ -129,7 +119,7 @@ def describe(run: Path) -> str:
             opens_with_source_word(split_units(h, unit), s.split(), source_lang, target_lang)
             for h, s in zip(hypotheses, sources)),
         "open in the source language": sum(
-            opens_in_source_language(split_units(h, unit), source_lang, target_lang) for h in hypotheses),
+            opens_in_source_language([], split_units(h, unit), source_lang, target_lang) for h in hypotheses),
         "turn into the source language": sum(
             language_turn_start([], split_units(h, unit), source_lang, target_lang, 1) is not None
             for h in hypotheses),

@@ -1,6 +1,6 @@
 """Where a one-line translation draft stops being a translation: at a line break, a loop, a switch to a script the
-target language does not use, a copy of the source (or a turn into its language) instead of its translation, or past
-the length its source can need; and the introduction a model may open its translation with. Pure text rules shared
+target language does not use, a copy of the source (or an opening or a turn in its language) instead of its
+translation, or past the length its source can need; and the introduction a model may open its translation with. Pure text rules shared
 by every LLM translator and backend, decided as one by `DraftGuard.decide`.
 """
 
@@ -137,6 +137,23 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
         if len(matched) >= run - 1 and sum(_lower_case(draft_units[i]) for i in matched) >= COPY_LOWER_CASE:
             return 0
     return None
+
+
+OPENING_LANGUAGE_UNITS = 8  # a segment's opening draft is judged by the language of this many of its first units
+
+
+def opens_in_source_language(prefix_units: Sequence[str], draft_units: Sequence[str], source_lang: str,
+                             target_lang: str) -> bool:
+    """Whether a segment's draft, with nothing of it committed yet, opens in the source language: among its first
+    OPENING_LANGUAGE_UNITS units, at least one function word of the source language only and none of the target
+    language only (`policies.function_words.language_evidence`). The model wrote the sentence in the source
+    language without copying it ("God's love is" for a first chunk misheard as "God-mourning everyone and"), which
+    no copy rule can see. Off (False) for a language pair whose function words are not listed."""
+    if prefix_units or primary_language(source_lang) not in FUNCTION_WORDS or not has_function_words(target_lang):
+        return False
+    keys = [comparison_key(u) for u in draft_units[:OPENING_LANGUAGE_UNITS]]
+    source, target = language_evidence(keys, source_lang, target_lang)
+    return source >= 1 and target == 0
 
 
 LANGUAGE_TURN_UNITS = 5  # a draft turns into the source language where this many consecutive units say so
@@ -303,16 +320,17 @@ class DraftGuard:
     unit: Unit
     target_lang: str
     copy_run: int = 0  # `copy_length`: this many consecutive source words repeated in the draft are a copy; 0: off
-    source_lang: str = ""  # `language_turn_start`: the language a draft must not turn into
+    source_lang: str = ""  # `language_turn_start`, `opens_in_source_language`: the source's language
     turn_words: int = 0  # `copy_length`: a draft that turns into `source_lang` (`language_turn_start`) copies; 0: off
     off: frozenset[str] = frozenset()  # rules measured off (config.DRAFT_RULES)
 
     def decide(self, draft_text: str, prefix_units: Sequence[str], source_words: Sequence[str],
-               may_redraft: bool = False) -> Decision:
+               may_redraft: bool = False, live: bool = False) -> Decision:
         """The one decision on a draft of `draft_text` after the committed `prefix_units`: where a redraft is
         allowed, a segment's first draft that opens with an introduction of the model's own is drafted again with
         it in the prompt, its quotation opened (`Decision.preamble`); otherwise the draft's usable length
-        (`usable_length`) and, of that, what copies nothing (`copy_length`)."""
+        (`usable_length`) and, of that, what copies nothing (`copy_length`; a `live` draft that opens the segment in
+        the source language copies from its start: a later draft, seeing more, may translate)."""
         if may_redraft and not prefix_units and "preamble" not in self.off and (
                 length := preamble_length(draft_text, source_words)):
             quoted = with_opened_quotation(draft_text[:length])
@@ -321,6 +339,10 @@ class DraftGuard:
         found: list[str] = []
         length, cut = self.usable_length(prefix_units, draft_text, found=found)
         copied = self.copy_length(prefix_units, draft_text[:length], source_words, found=found)
+        if live and self.copy_run >= 1 and "opening_language" not in self.off and opens_in_source_language(
+                prefix_units, split_units(draft_text[:length], self.unit), self.source_lang, self.target_lang):
+            copied = 0
+            found.append("opening_language")
         return Decision(length, cut, copied, "", tuple(found))
 
     def usable_length(self, prefix_units: Sequence[str], draft_text: str, *,

@@ -20,6 +20,7 @@ from policies.degenerate import (
     line_end,
     loop_start,
     matched_in_order,
+    opens_in_source_language,
     quoted_units,
 )
 from policies.units import split_units, target_unit_for, units_prefix_length
@@ -156,6 +157,62 @@ def test_a_translation_that_opens_with_the_sources_first_words_copies_it(source,
     assert copy_start([], draft.split(), source.split(), 4) == start
     assert copy_start([], draft.split(), source.split(), 0) is None  # off
     assert copy_start(["Hier"], draft.split(), source.split(), 4) is None  # only the segment's opening
+
+
+@pytest.mark.parametrize("source_lang, target_lang, draft, opens_in_source", [
+    # `make demo` on an AVX2-only CPU: the first draft of "God-mourning everyone and" shares no word with it
+    ("en", "de", "God's love is", True),
+    ("en", "de", "God's love", False),  # no function word: nothing to tell by
+    ("en", "de", "So, instead of doing that, we turn to", True),
+    ("en", "de", "So was benötigt", False),  # "so" and "was" are German words too: no evidence either way
+    ("en", "de", "We müssen", False),  # one word of each language: not told apart
+    ("en", "de", "Hallo, ich bin Sara", False),
+    ("en", "de", "Okay, gut.", False),
+    ("en", "it", "So we are going", True),
+    ("en", "it", "Ciao a tutti", False),
+    ("en", "it", "I modelli linguistici", False),  # "i": an article in Italian, a pronoun in English
+    ("en", "zh", "So we are going", True),
+    ("en", "zh", "所以 we are going", False),  # a unit in the target's script
+    ("cs", "en", "Je to velmi důležité", True),
+    ("cs", "en", "It is very important", False),
+    ("cs", "en", "To je", True),
+    ("en", "fr", "So we are going", False),  # a pair whose function words are not listed: off
+    ("fr", "en", "So we are going", False),
+])
+def test_a_draft_that_opens_in_the_source_language(source_lang, target_lang, draft, opens_in_source):
+    units = split_units(draft, target_unit_for(target_lang))
+    assert opens_in_source_language([], units, source_lang, target_lang) is opens_in_source
+    assert not opens_in_source_language(["Hier"], units, source_lang, target_lang)  # only the segment's opening
+
+
+def test_the_guard_tells_a_source_language_opening_when_the_copy_guard_is_on():
+    """A live draft that opens the segment in the source language copies from its start (`DraftGuard.decide`)."""
+    guard = DraftGuard("word", "de", copy_run=4, source_lang="en")
+    source = "God-mourning everyone and".split()
+    assert guard.decide("God's love is", [], source, live=True).copied == 0
+    assert guard.decide("God's love is", [], source).copied is None  # a final draft is not held for its language
+    assert guard.decide("love is", ["Guten"], source, live=True).copied is None  # committed units stay
+    assert guard.decide("Guten Morgen, alle", [], source, live=True).copied is None
+    assert guard.copy_length([], "God's love is", source) is None  # no copy
+    assert DraftGuard("word", "de", copy_run=0, source_lang="en").decide("God's love is", [], source,
+                                                                         live=True).copied is None
+    assert DraftGuard("word", "de", copy_run=4).decide("God's love is", [], source, live=True).copied is None
+
+
+def test_the_function_words_tell_mcif_references_from_their_sources(shared_data):
+    """On the MCIF dev calibration talks: a reference opens in English only where it quotes an English title, and
+    nearly every English source line opens in English (the lists' calibration; `opens_in_source_language`)."""
+    from common.datasets import load_mcif, mcif_split
+
+    for target_lang in ("de", "it", "zh"):
+        lines = mcif_split(load_mcif(shared_data, target_lang), "calibration")
+        unit = target_unit_for(target_lang)
+        references = sum(opens_in_source_language([], split_units(line.reference, unit), "en", target_lang)
+                         for line in lines)
+        sources = sum(opens_in_source_language([], split_units(line.source, unit), "en", target_lang)
+                      for line in lines)
+        assert len(lines) > 150 and references <= 2 and sources >= 0.97 * len(lines), (target_lang, references,
+                                                                                        sources)
 
 
 @pytest.mark.parametrize("source_lang, target_lang, prefix, draft, turn", [

@@ -862,4 +862,82 @@ def test_a_draft_that_turns_into_the_source_language_is_held_and_made_again(tiny
         build_config(AlignAttConfig, {"language_turn_words": -1})
 
 
+class SourceLanguageSession:
+    """Stands in for a model session (a fake: it writes English on purpose, as the 0.5B model did for `make demo`'s
+    misheard first chunk on an AVX2-only CPU): with nothing of the segment's translation in its prompt and n read
+    source words it drafts the first n + 2 words of `english` (its first draft "God's love is", which shares no run
+    with the source) until it has read `english_until` words, then the first n words of `german`; after an English
+    target prefix it goes on in English."""
 
+    def __init__(self, tokenizer, source: list[str], english: str, german: str, english_until: int):
+        self.tokenizer, self.source, self.english, self.german = tokenizer, source, english.split(), german.split()
+        self.english_until = english_until
+
+    reset = CopyingSession.reset
+
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+        assert not banned_first_tokens, "a draft that opens in the source language is not made again"
+        read, prefix = read_and_target(self.tokenizer.decode(prompt_ids), self.source)
+        english = " ".join(self.english).startswith(prefix) and (bool(prefix) or read < self.english_until)
+        text = " ".join(self.english[:read + 2] if english else self.german[:read])
+        return scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
+
+
+@pytest.mark.parametrize("english_until, expected", [
+    (3, "Guten Morgen allerseits, danke fürs Kommen."),  # the third word brings a translation
+    (100, "God's love is with all of you who came"),  # English to the end: the final draft is kept
+])
+def test_no_live_step_commits_a_draft_that_opens_in_the_source_language(tiny_lm, english_until, expected):
+    """Whisper heard "Good morning everyone" as "God-mourning everyone and", and the first drafts were English of
+    the model's own ("God's love is ..."), which copies no source run: no live step commits them
+    (`DraftGuard.opens_in_source_language`, part of the copy guard), so the drafts that see more words translate
+    from the segment's start. Off, "God's love" is committed and the line stays English, as `make demo`'s first line
+    did. A final draft is not held or made again for its language."""
+    source = "God-mourning everyone and thank you for coming.".split()
+    english = "God's love is with all of you who came here today."
+
+    def translate(copy_guard_words):
+        session = SourceLanguageSession(tiny_lm.tokenizer, source, english,
+                                        "Guten Morgen allerseits, danke fürs Kommen.", english_until)
+        lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+        config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=copy_guard_words,
+                                language_turn_words=0)  # the rule for a turn later in the draft: tested below
+        translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
+        translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+            (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+        return translator, stream(translator, source)
+
+    translator, emissions = translate(4)
+    assert " ".join(u for e in emissions for u in e.new_units) == expected
+    live = [step for step in translator.steps if not step.final]
+    held = min(english_until - 1, len(source))  # the live steps that drafted English (one per word read)
+    assert [step.copied for step in live[:held]] == [True] * held and not any(step.copied for step in live[held:])
+    assert all(not e.new_units for e in emissions[:held])
+    assert translator.stats.final_copied == 0
+    translator, emissions = translate(0)
+    assert " ".join(u for e in emissions for u in e.new_units) == "God's love is with all of you who came"
+    assert emissions[0].new_units == ("God's", "love")  # all but the draft's last unit
+
+
+def test_no_live_step_commits_the_source_language_words_before_a_copy(tiny_lm):
+    """`make demo` on a Zen 4 (2026-12-05): at 2 s Whisper heard "God's Mourning everyone and thank you", four of
+    those words accessible, and the 0.5B model drafted "God's love everyone and thank you for coming.". The copy rule
+    finds its run ("everyone and thank you") at the third unit, so "God's love" was committed before it and the line
+    stayed English. A draft that opens the segment in the source language ("and") commits nothing, whether or not
+    it also copies a run."""
+    heard = "God's Mourning everyone and thank you".split()
+    english = "God's love everyone and thank you for coming."
+    session = SourceLanguageSession(tiny_lm.tokenizer, heard, english, "Guten Morgen allerseits, danke fürs Kommen.",
+                                    english_until=100)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    config = AlignAttConfig(border=1000, max_new_tokens=60, copy_guard_words=4, language_turn_words=0)
+    translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
+    translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+        (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    translator.reset()
+    words = [SourceWord(word, end_time=0.3 * (index + 1)) for index, word in enumerate(heard)]
+    emission = translator.revise(words, now=1.25)  # words ended by 1.2 s: four accessible
+    step = translator.steps[-1]
+    assert (step.accessible_words, step.final, step.draft_text) == (4, False, english)
+    assert translator.guard.copy_length([], english, heard) == len("God's love")  # the run starts at "everyone"
+    assert step.copied and step.committed_text == "" and emission.new_units == ()

@@ -61,7 +61,8 @@ class Step:
     translation's line ended) or a degenerate cut (a loop, a foreign script).
     retry: a final draft made again after the previous one copied the source (`LLMTranslator._redraft_copy`).
     copied: the draft's usable text copies the source from some unit on (`DraftGuard.copy_length`): a live step
-    commits nothing from there, a final one is made again from there.
+    commits nothing from there, a final one is made again from there. A live draft that opens the segment in the
+    source language (`policies.degenerate.opens_in_source_language`) counts as copied from its start.
     preamble: the segment's draft opened with an introduction of its own; it moves into the prompt (see
     `LLMTranslator.segment_preamble`) and the step is drafted again after it.
     floor_tokens: draft tokens a live step accepted past the gate's first rejected one because the wait-k floor
@@ -299,7 +300,7 @@ class LLMTranslator(StreamingTranslator):
             draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "") if final \
                 else self._decode(draft.tokens)
             decision = self.guard.decide(draft_text, self.segment_units, source,
-                                         may_redraft=attempt == 0 and not self.segment_preamble)
+                                         may_redraft=attempt == 0 and not self.segment_preamble, live=not final)
             self.fired.update(decision.found)
             if not decision.preamble:
                 break
