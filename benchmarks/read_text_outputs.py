@@ -24,8 +24,8 @@ from policies.degenerate import (
     opens_in_source_language,
     preamble_length,
 )
-from policies.function_words import FUNCTION_WORDS, exclusive_words, has_function_words, language_evidence
-from policies.units import primary_language, split_units, target_unit_for
+from policies.function_words import exclusive_words, language_evidence, pair_has_function_words
+from policies.units import split_units, target_unit_for
 
 WORD = re.compile(r"[\w']+")
 PERIOD_INSIDE = re.compile(r"\w\. [a-zäöüß]")  # "die. sehr": a full stop followed by a lower-case word
@@ -75,16 +75,12 @@ def repeats_clause(hypothesis: str, source: str, unit: str = "word") -> bool:
     return _repeats_run(units, CLAUSE_UNITS[unit]) and not _repeats_run(source_words, SOURCE_REPEAT_WORDS)
 
 
-def _listed(source_lang: str, target_lang: str) -> bool:
-    """Whether both languages' function words are listed (`policies.function_words`), so openings can be told."""
-    return primary_language(source_lang) in FUNCTION_WORDS and has_function_words(target_lang)
-
-
 def opens_with_source_word(units: list[str], source_words: list[str], source_lang: str, target_lang: str) -> bool:
     """Whether a line opens with its source's own first word, a function word of the source language only, and
     goes on in the target language, no such word among its next OPENING_LANGUAGE_UNITS - 1 units ("We | forniamo un
     metodo" for "We provide a method"); a source that may be quoted (a title) keeps its words."""
-    if len(units) < 2 or not source_words or may_be_quoted(source_words) or not _listed(source_lang, target_lang):
+    if len(units) < 2 or not source_words or may_be_quoted(source_words) or not pair_has_function_words(
+            source_lang, target_lang):
         return False
     first = comparison_key(units[0])
     if first != comparison_key(source_words[0]) or first not in exclusive_words(source_lang, target_lang):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from dataclasses import dataclass
 
-from policies.function_words import FUNCTION_WORDS, exclusive_words, has_function_words, language_evidence
+from policies.function_words import FUNCTION_WORDS, exclusive_words, language_evidence, pair_has_function_words
 from policies.units import Unit, is_cjk_unit_char, primary_language, split_units, units_prefix_length
 
 # A loop of a block of m units needs this many copies in a row before it is cut: one-unit and two-unit repeats
@@ -149,7 +149,7 @@ def opens_in_source_language(prefix_units: Sequence[str], draft_units: Sequence[
     language only (`policies.function_words.language_evidence`). The model wrote the sentence in the source
     language without copying it ("God's love is" for a first chunk misheard as "God-mourning everyone and"), which
     no copy rule can see. Off (False) for a language pair whose function words are not listed."""
-    if prefix_units or primary_language(source_lang) not in FUNCTION_WORDS or not has_function_words(target_lang):
+    if prefix_units or not pair_has_function_words(source_lang, target_lang):
         return False
     keys = [comparison_key(u) for u in draft_units[:OPENING_LANGUAGE_UNITS]]
     source, target = language_evidence(keys, source_lang, target_lang)
@@ -183,8 +183,7 @@ def language_turn_start(prefix_units: Sequence[str], draft_units: Sequence[str],
     begins in the prefix is reported at the draft's first unit. The model goes on in the source language after a
     translated start ("Zweite, wir | aim to investigate the ..."), which a copy rule misses where the words are
     the model's own."""
-    if min_source_words < 1 or primary_language(source_lang) not in FUNCTION_WORDS or not has_function_words(
-            target_lang):
+    if min_source_words < 1 or not pair_has_function_words(source_lang, target_lang):
         return None
     units = [*prefix_units, *draft_units]
     keys = [comparison_key(u) for u in units]

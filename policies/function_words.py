@@ -42,6 +42,12 @@ def has_function_words(lang: str) -> bool:
     return lang in FUNCTION_WORDS or lang in CJK_LANGUAGES
 
 
+def pair_has_function_words(source_lang: str, target_lang: str) -> bool:
+    """Whether the source language's function words are listed and `language_evidence` can recognise the target,
+    so a text in one can be told from the other (the rules that read them are off for any other pair)."""
+    return primary_language(source_lang) in FUNCTION_WORDS and has_function_words(target_lang)
+
+
 def exclusive_words(lang: str, other: str) -> frozenset[str]:
     """The function words of `lang` that are not function words of `other`."""
     return FUNCTION_WORDS.get(primary_language(lang), frozenset()) - FUNCTION_WORDS.get(primary_language(other),
