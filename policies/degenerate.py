@@ -96,7 +96,7 @@ def foreign_script_start(units: Sequence[str], target_lang: str) -> int | None:
 
 COPY_LOWER_CASE = 2  # of a copied run's units, at least this many written in lower case (see `copy_start`)
 # A short draft of a segment's translation that opens with the source's own first this many words, one of them in
-# lower case, is a copy (see `copy_start`).
+# lower case, is a copy (see `opening_copy_start`).
 OPENING_COPY_WORDS = 2
 
 
@@ -106,33 +106,37 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
     consecutive source words in order, case and punctuation aside, with at least COPY_LOWER_CASE of those units
     written in lower case; None if it never does (or `run` < 1). The model is copying the source instead of
     translating it ("So was needed for a good generalization?"); the names and terms a translation keeps are mostly
-    capitalised, and a run that begins in the prefix is reported at the draft's first unit.
+    capitalised, and a run that begins in the prefix is reported at the draft's first unit."""
+    if run < 1 or len(source_words) < run:
+        return None
+    source_runs = _runs(source_words, run)
+    units = [*prefix_units, *draft_units]
+    keys = [comparison_key(u) for u in units]
+    for index in range(max(0, len(prefix_units) - run + 1), len(keys) - run + 1):
+        if tuple(keys[index:index + run]) in source_runs and sum(
+                _lower_case(u) for u in units[index:index + run]) >= min(COPY_LOWER_CASE, run):
+            return max(0, index - len(prefix_units))
+    return None
 
-    A draft too short for a run to show (fewer than `run` units) is held to a shorter one at the segment's opening:
-    with nothing committed yet, a draft whose first OPENING_COPY_WORDS units are the source's first words, one of
-    them in lower case, copies from index 0. A live step early in a sentence sees only those words, and once they
-    are committed the rest follows them in the same language ("Okay, now" | "I'm going to talk about ...", "Each
-    instance" | "is randomly combined ..."). A longer draft is judged by the run, and at the opening also by a
-    near copy: its first `run` units (three or more) hold the source's opening words in order but for one unit, at
-    least COPY_LOWER_CASE of them in lower case. The model writes the sentence in English and changes a word it
-    heard ("God's love everyone and" for a first chunk misheard as "God's Mourning everyone and"). "So in unserer
-    Methode" shares only two words with "So in our method" and translates it."""
-    if run < 1:
+
+def opening_copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_words: Sequence[str],
+                       run: int) -> int | None:
+    """0 where a segment's draft, nothing of it committed yet, opens as a copy that `copy_start` cannot see yet;
+    else None. A draft too short for a run (fewer than `run` units) copies when its first OPENING_COPY_WORDS units
+    are the source's first words, one of them in lower case: a live step early in a sentence sees only those
+    words, and once they are committed the rest follows them in the same language ("Okay, now" | "I'm going to
+    talk about ..."). A longer draft copies when its first `run` units (three or more) hold the source's opening
+    words in order but for one, at least COPY_LOWER_CASE of them in lower case: the model writes the sentence in
+    English and changes a word it heard ("God's love everyone and" for "God's Mourning everyone and"). "So in
+    unserer Methode" shares only two words with "So in our method" and translates it."""
+    if run < 1 or prefix_units:
         return None
     opening = min(run, OPENING_COPY_WORDS)
-    if not prefix_units and opening <= len(draft_units) < run and len(source_words) >= opening and [
-            comparison_key(u) for u in draft_units[:opening]] == [comparison_key(w) for w in source_words[:opening]] and any(
-            _lower_case(u) for u in draft_units[:opening]):
+    if opening <= len(draft_units) < run and len(source_words) >= opening and [
+            comparison_key(u) for u in draft_units[:opening]] == [comparison_key(w) for w in source_words[:opening]] \
+            and any(_lower_case(u) for u in draft_units[:opening]):
         return 0
-    if len(source_words) >= run:
-        source_runs = _runs(source_words, run)
-        units = [*prefix_units, *draft_units]
-        keys = [comparison_key(u) for u in units]
-        for index in range(max(0, len(prefix_units) - run + 1), len(keys) - run + 1):
-            if tuple(keys[index:index + run]) in source_runs and sum(
-                    _lower_case(u) for u in units[index:index + run]) >= min(COPY_LOWER_CASE, run):
-                return max(0, index - len(prefix_units))
-    if not prefix_units and run > OPENING_COPY_WORDS and len(draft_units) >= run:
+    if run > OPENING_COPY_WORDS and len(draft_units) >= run:
         matched = matched_in_order(draft_units[:run], source_words[:run + 1])
         if len(matched) >= run - 1 and sum(_lower_case(draft_units[i]) for i in matched) >= COPY_LOWER_CASE:
             return 0
@@ -372,10 +376,11 @@ class DraftGuard:
         found = [] if found is None else found
         units = split_units(draft_text, self.unit)
         run = 0 if "copy" in self.off else self.copy_run
-        starts = [start for start in (_found(found, "copy", copy_start(prefix_units, units, source_words, run)),
-                                      _found(found, "language_turn", language_turn_start(
-                                          prefix_units, units, self.source_lang, self.target_lang, self.turn_words)))
-                  if start is not None]
+        copy = _found(found, "copy", copy_start(prefix_units, units, source_words, run))
+        if copy is None and "opening_copy" not in self.off:  # the opening's near copy only where no run is found
+            copy = _found(found, "opening_copy", opening_copy_start(prefix_units, units, source_words, run))
+        starts = [start for start in (copy, _found(found, "language_turn", language_turn_start(
+            prefix_units, units, self.source_lang, self.target_lang, self.turn_words))) if start is not None]
         return units_prefix_length(draft_text, self.unit, min(starts)) if starts else None
 
 

@@ -9,6 +9,7 @@ from policies.degenerate import (
     LOOP,
     DraftGuard,
     copy_start,
+    opening_copy_start,
     may_become_preamble,
     preamble_length,
     with_opened_quotation,
@@ -154,9 +155,10 @@ def test_a_copy_needs_lower_case_words_and_source_order():
     ("Dan Jurafsky and Esin Durmus", "Dan Jurafsky und Esin", None),  # three of four, but names
 ])
 def test_a_translation_that_opens_with_the_sources_first_words_copies_it(source, draft, start):
-    assert copy_start([], draft.split(), source.split(), 4) == start
-    assert copy_start([], draft.split(), source.split(), 0) is None  # off
-    assert copy_start(["Hier"], draft.split(), source.split(), 4) is None  # only the segment's opening
+    copy = copy_start([], draft.split(), source.split(), 4)
+    assert (opening_copy_start([], draft.split(), source.split(), 4) if copy is None else copy) == start
+    assert opening_copy_start([], draft.split(), source.split(), 0) is None  # off
+    assert opening_copy_start(["Hier"], draft.split(), source.split(), 4) is None  # only the segment's opening
 
 
 @pytest.mark.parametrize("source_lang, target_lang, draft, opens_in_source", [
@@ -197,6 +199,17 @@ def test_the_guard_tells_a_source_language_opening_when_the_copy_guard_is_on():
     assert DraftGuard("word", "de", copy_run=0, source_lang="en").decide("God's love is", [], source,
                                                                          live=True).copied is None
     assert DraftGuard("word", "de", copy_run=4).decide("God's love is", [], source, live=True).copied is None
+
+
+def test_the_opening_copy_is_its_own_rule():
+    """A short opening copy is found and counted as `opening_copy`, and turning it off leaves the run rule on."""
+    source = "Okay, now I'm going to talk about it".split()
+    guard = DraftGuard("word", "de", copy_run=4)
+    decision = guard.decide("Okay, now I", [], source, live=True)
+    assert (decision.copied, decision.found) == (0, ("opening_copy",))
+    off = DraftGuard("word", "de", copy_run=4, off=frozenset({"opening_copy"}))
+    assert off.decide("Okay, now I", [], source, live=True).copied is None
+    assert off.decide("Okay, now I'm going to", [], source, live=True).found == ("copy",)
 
 
 def test_the_function_words_tell_mcif_references_from_their_sources(shared_data):
