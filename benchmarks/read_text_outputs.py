@@ -15,14 +15,14 @@ from pathlib import Path
 
 from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
 from policies.degenerate import (
+    CLOSING_QUOTES,
+    OPENING_QUOTES,
     OPENING_LANGUAGE_UNITS,
     PUNCTUATION_KEY,
     comparison_key,
     foreign_script_start,
     language_turn_start,
-    may_be_quoted,
     opens_in_source_language,
-    preamble_length,
 )
 from policies.function_words import exclusive_words, language_evidence, pair_has_function_words
 from policies.units import split_units, target_unit_for
@@ -89,12 +89,21 @@ def opens_with_source_word(units: list[str], source_words: list[str], source_lan
 
 
 SENTENCE_START = re.compile(r"(?:^|[.!?。！？]\s+)")
+# The model's own introduction of its translation ('Die Übersetzung auf Deutsch lautet: "…'): one clause that ends in
+# a colon and an opening quotation mark, a line break or the end of the line.
+PREAMBLE = re.compile(r"\s*[^\W\d_][^\n:：.!?。！？" + re.escape(OPENING_QUOTES + CLOSING_QUOTES) + r"]{0,80}[:：](?:\s*["
+                      + re.escape(OPENING_QUOTES) + r"]|[ \t]*\n|\s*$)")
+
+
+def may_be_quoted(source_words: list[str]) -> bool:
+    """A source with a colon or a quotation mark may be translated with them ('Er sagte: „Ja"'): no preamble there."""
+    return any(c in word for word in source_words for c in ":：" + OPENING_QUOTES + CLOSING_QUOTES)
 
 
 def has_preamble(hypothesis: str, source: str) -> bool:
     """Whether a sentence of the line opens with an introduction of the model's own ('Die Übersetzung lautet: "')."""
-    return any(preamble_length(hypothesis[match.end():], source.split())
-               for match in SENTENCE_START.finditer(hypothesis))
+    return not may_be_quoted(source.split()) and any(PREAMBLE.match(hypothesis[match.end():])
+                                                     for match in SENTENCE_START.finditer(hypothesis))
 
 
 def describe(run: Path) -> str:

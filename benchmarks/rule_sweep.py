@@ -10,10 +10,8 @@ line (the policy log's `fired_RULE`) cannot change it, so a run with the rule of
     .venv/bin/python benchmarks/rule_sweep.py splice runs/eval-text-de/runs/alignatt-text_rule_off=none \\
         runs/eval-text-de-loop/runs/x_default runs/eval-text-de-lines/loop.lines --name loop-off --out runs/eval-spliced
 
-SimulEval's text runs translate each line from a fresh state, so lines are independent. `preamble` also makes a
-policy draft on while a segment's opening may become an introduction; that draft changes a line only where a
-preamble was found or another rule found something in the longer draft, so its lines are those (`--controls N`
-adds N lines where nothing fired, which must come out unchanged).
+SimulEval's text runs translate each line from a fresh state, so lines are independent (`--controls N` adds N lines
+where nothing fired, which must come out unchanged).
 """
 from __future__ import annotations
 
@@ -26,22 +24,18 @@ from agents.evaluation.runs import POLICY_LOG, run_lines
 
 
 def fired_lines(run: Path, rule: str) -> list[int]:
-    """Indices of the lines where `rule` found something (`preamble`: a preamble, or any other rule's find)."""
+    """Indices of the lines where `rule` found something."""
     rows = [json.loads(line) for line in (run / POLICY_LOG).read_text(encoding="utf-8").splitlines()]
     hypotheses, _, _ = run_lines(run)
     if len(rows) != len(hypotheses):
         raise SystemExit(f"{run}: {len(rows)} policy-log lines for {len(hypotheses)} lines (one per line expected)")
-    if rule == "preamble":
-        return [i for i, row in enumerate(rows) if row["preambles"] or any(
-            value for name, value in row.items() if name.startswith("fired_") and name != "fired_preamble")]
     return [i for i, row in enumerate(rows) if row[f"fired_{rule}"]]
 
 
 def select(run: Path, rules: list[str], out: Path, controls: int) -> None:
     _, references, sources = run_lines(run)
     rows = [json.loads(line) for line in (run / POLICY_LOG).read_text(encoding="utf-8").splitlines()]
-    quiet = [i for i, row in enumerate(rows) if not any(v for n, v in row.items() if n.startswith("fired_")
-                                                          and n != "fired_preamble")]
+    quiet = [i for i, row in enumerate(rows) if not any(v for n, v in row.items() if n.startswith("fired_"))]
     out.mkdir(parents=True, exist_ok=True)
     for rule in rules:
         lines = sorted({*fired_lines(run, rule), *quiet[::max(1, len(quiet) // controls)][:controls]}

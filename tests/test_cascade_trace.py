@@ -39,7 +39,7 @@ def test_records_keep_naming_their_step_once_the_translators_step_deque_is_full(
             return Emission(new_units=("x",))
 
         def finish_segment(self, words):
-            if len(words) == 2:  # a final draft and its retry (LLMTranslator._redraft_copy)
+            if len(words) == 2:  # a final draft and its retry (LLMTranslator._step)
                 self.steps.extend([SimpleNamespace(draft_text="die, die"), SimpleNamespace(draft_text="wir")])
             return Emission()  # else a final step that adds no step
 

@@ -2,7 +2,6 @@
 import pytest
 
 from policies.degenerate import (
-    COPY,
     DEGENERATE_CUTS,
     FOREIGN_SCRIPT,
     LINE_BREAK,
@@ -10,17 +9,12 @@ from policies.degenerate import (
     DraftGuard,
     copy_start,
     opening_copy_start,
-    may_become_preamble,
-    preamble_length,
-    with_opened_quotation,
-    without_closing_quote,
     final_budget,
     first_loop_start,
     foreign_script_start,
     language_turn_start,
     line_end,
     loop_start,
-    matched_in_order,
     opens_in_source_language,
     quoted_units,
 )
@@ -134,33 +128,6 @@ def test_a_copy_needs_lower_case_words_and_source_order():
     assert copy_start(["Was"], "what".split(), SOURCE, 4) is None
 
 
-@pytest.mark.parametrize("source, draft, start", [
-    # evaluation talk xhjBHGVOyQ, the first live step of a sentence (AlignAtt, 2 s chunks): these two words were
-    # committed, and the sentence stayed English
-    ("Okay, now I'm going to talk about", "Okay, now I", 0),
-    ("Each instance is randomly combined with", "Each instance", 0),
-    ("In addition, we randomly sample 20 tasks", "In addition, wir", 0),
-    ("In addition, we randomly sample 20 tasks", "In addition, wir räumlich", None),  # four units: the run decides
-    ("So in our method, we first designate", "So in unserer Methode", None),  # shares two words, translates
-    ("So in our method, we first designate", "So in unserer", 0),  # too short to tell yet: held
-    ("This work is done with Dan Jurafsky", "This work", 0),
-    ("Dan Jurafsky and Esin Durmus", "Dan Jurafsky und", None),  # a name: no word in lower case
-    ("So we use pre-trained models", "So wir verwenden", None),  # one shared word is no copy
-    ("GPT-4 is a model", "GPT-4 ist", None),
-    # `make demo`, the first live step: Whisper heard "Good morning" as "God's Mourning", the model wrote the
-    # sentence in English with one word of its own, and the whole sentence stayed English
-    ("God's Mourning everyone and thank you", "God's love everyone and", 0),
-    ("God's Mourning everyone and thank you", "God's love everyone and danke", 0),  # the first four units decide
-    ("God's Mourning everyone and thank you", "Guten Morgen everyone and", None),  # two of four: a translation
-    ("Dan Jurafsky and Esin Durmus", "Dan Jurafsky und Esin", None),  # three of four, but names
-])
-def test_a_translation_that_opens_with_the_sources_first_words_copies_it(source, draft, start):
-    copy = copy_start([], draft.split(), source.split(), 4)
-    assert (opening_copy_start([], draft.split(), source.split(), 4) if copy is None else copy) == start
-    assert opening_copy_start([], draft.split(), source.split(), 0) is None  # off
-    assert opening_copy_start(["Hier"], draft.split(), source.split(), 4) is None  # only the segment's opening
-
-
 @pytest.mark.parametrize("source_lang, target_lang, draft, opens_in_source", [
     # `make demo` on an AVX2-only CPU: the first draft of "God-mourning everyone and" shares no word with it
     ("en", "de", "God's love is", True),
@@ -199,17 +166,6 @@ def test_the_guard_tells_a_source_language_opening_when_the_copy_guard_is_on():
     assert DraftGuard("word", "de", copy_run=0, source_lang="en").decide("God's love is", [], source,
                                                                          live=True).copied is None
     assert DraftGuard("word", "de", copy_run=4).decide("God's love is", [], source, live=True).copied is None
-
-
-def test_the_opening_copy_is_its_own_rule():
-    """A short opening copy is found and counted as `opening_copy`, and turning it off leaves the run rule on."""
-    source = "Okay, now I'm going to talk about it".split()
-    guard = DraftGuard("word", "de", copy_run=4)
-    decision = guard.decide("Okay, now I", [], source, live=True)
-    assert (decision.copied, decision.found) == (0, ("opening_copy",))
-    off = DraftGuard("word", "de", copy_run=4, off=frozenset({"opening_copy"}))
-    assert off.decide("Okay, now I", [], source, live=True).copied is None
-    assert off.decide("Okay, now I'm going to", [], source, live=True).found == ("copy",)
 
 
 def test_the_function_words_tell_mcif_references_from_their_sources(shared_data):
@@ -297,100 +253,15 @@ def test_a_turn_is_rare_in_mcif_references_and_common_in_their_sources(shared_da
         assert sources[1] >= 0.95 * len(lines) and sources[1] > sources[2] >= 0.85 * len(lines), (target_lang, sources)
 
 
-def test_matched_in_order_is_a_longest_common_subsequence():
-    """Against brute force: every subset of the units, in order, that is a subsequence of the words."""
-    import itertools
-    import random
-
-    def is_subsequence(keys, words):
-        remaining = iter(words)
-        return all(any(key == word for word in remaining) for key in keys)
-
-    rng = random.Random(0)
-    vocabulary = ["a", "b", "c", "d", "A,", "-"]
-    for _ in range(300):
-        units = [rng.choice(vocabulary) for _ in range(rng.randint(0, 6))]
-        words = [rng.choice(vocabulary) for _ in range(rng.randint(0, 7))]
-        matched = matched_in_order(units, words)
-        key = lambda unit: unit.strip(",").lower()  # noqa: E731  (case and punctuation aside)
-        assert matched == sorted(set(matched)) and "-" not in [units[i] for i in matched]
-        assert is_subsequence([key(units[i]) for i in matched], [key(w) for w in words])
-        longest = max((size for size in range(len(units) + 1) for subset in itertools.combinations(range(len(units)),
-                       size) if "-" not in [units[i] for i in subset] and is_subsequence(
-                           [key(units[i]) for i in subset], [key(w) for w in words])), default=0)
-        assert len(matched) == longest, (units, words, matched)
-
-
 def test_the_guard_reports_where_a_copy_begins_apart_from_its_cuts():
     guard = DraftGuard("word", "de", copy_run=4)
     draft = "So was needed for a good generalization?"
     assert guard.usable_length([], draft) == (len(draft), "")  # a copy ends no draft
     assert draft[:guard.copy_length([], draft, SOURCE)] == "So was"
     assert DraftGuard("word", "de").copy_length([], draft, SOURCE) is None  # off by default in the rule's own class
-    assert COPY not in DEGENERATE_CUTS
     chinese = DraftGuard("char", "zh", copy_run=4)
     text = "所以 what is needed for"
     assert text[:chinese.copy_length([], text, SOURCE)] == "所以"
-
-
-@pytest.mark.parametrize("draft, source, preamble", [
-    ('Die Übersetzung auf Deutsch lautet: "Rücktraining auf', "Pretraining on English natural language", 37),
-    ("La traduzione in italiano è: «Il pre-addestramento", "Pretraining helps", 30),
-    ("翻译如下：“预训练", "Pretraining helps", 6),
-    ('Rücktraining auf Englisch: "kann helfen"', "Pretraining on English: it can help", 0),  # the source has a colon
-    ('Er sagte: „Ja"', 'He said, "yes"', 0),  # and a quotation
-    ("Die Übersetzung lautet: Rücktraining", "Pretraining", 0),  # no quotation opened
-    ('Vortraining hilft. Er sagte: "Ja', "Pretraining helps. He said yes", 0),  # not at the opening
-    ("", "Pretraining", 0),
-    # the 1.5B's en→it "Let's get started." (offline and streamed): the translation would follow on the next line
-    ("Ecco il traduttore:\n\nIniziamo.", "Let's get started.", 21),
-    ("Natürlich, hier ist die deutsche Übersetzung: \n„Vortraining", "Pretraining", 48),
-    ("翻译如下：\n预训练", "Pretraining helps", 6),
-    ("Beispiel: Trainieren eines Modells", "For example training a model", 0),  # the same line goes on
-    ("Ecco il traduttore:", "Let's get started.", 0),  # nothing opened yet
-    ("本书『论语』的翻译：「", "The book's translation", 0),  # a quotation inside the clause: not the model's own
-])
-def test_a_preamble_is_a_clause_with_a_colon_that_opens_a_quotation_or_a_line(draft, source, preamble):
-    assert preamble_length(draft, source.split()) == preamble
-    assert draft[:preamble].rstrip().endswith(('"', "«", "“", "„", ":", "：")) or preamble == 0
-    assert draft[:preamble].rstrip(" ").endswith(('"', "«", "“", "„", "\n")) or preamble == 0
-
-
-@pytest.mark.parametrize("draft, may_become", [
-    ("Ecco", True), ("Ecco il traduttore", True), ("Ecco il traduttore:", True), ("Ecco il traduttore: ", True),
-    ("翻译如下", True), ("翻译如下：", True), ("Die Übersetzung, wie gewünscht", True),  # one clause so far
-    ("Ecco il traduttore:\n", False), ('Die Übersetzung lautet: „', False),  # a whole preamble: settled
-    ("Iniziamo.", False), ("Wir haben 3", True), ("3 Dinge", False), ("", False), ('„Ja', False),
-    ("Dies ist ein sehr langer Satz, der ohne jedes Satzzeichen weitergeht und weitergeht und immer noch weitergeht",
-     False),  # longer than any preamble's clause
-])
-def test_a_draft_may_become_a_preamble_while_it_is_one_clause_with_at_most_its_colon(draft, may_become):
-    assert may_become_preamble(draft, ["Let's", "start"]) is may_become
-    assert may_become_preamble(draft, ["He", "said:", "start"]) is False  # the source may be quoted: never
-
-
-@pytest.mark.parametrize("text", ['Die Übersetzung auf Deutsch lautet: "Rücktraining', "Ecco il traduttore:\n\nIniziamo.",
-                                  "Natürlich, hier ist die deutsche Übersetzung: \n„Vortraining", "翻译如下：“预训练"])
-def test_every_draft_on_the_way_to_a_preamble_may_become_one(text):
-    """A policy drafts on while `may_become_preamble` holds, so it must hold for every prefix short of the whole
-    preamble (from its first letter): else a policy would stop, and commit, before the preamble is seen."""
-    length = preamble_length(text, ["start"])
-    assert length
-    for end in range(1, length):
-        assert may_become_preamble(text[:end], ["start"]) or preamble_length(text[:end], ["start"]), text[:end]
-
-
-def test_a_preamble_that_opened_a_line_opens_a_quotation_in_the_prompt():
-    assert with_opened_quotation("Ecco il traduttore:\n\n") == 'Ecco il traduttore:\n\n"'
-    assert with_opened_quotation('Die Übersetzung lautet: „') == 'Die Übersetzung lautet: „'
-    assert with_opened_quotation("翻译如下：“") == "翻译如下：“"
-
-
-def test_the_quotation_a_preamble_opened_is_closed_only_at_the_end():
-    assert without_closing_quote('Codex und BLOOM unzureichend sind."') == "Codex und BLOOM unzureichend sind."
-    assert without_closing_quote("预训练很有帮助。” ") == "预训练很有帮助。 "
-    assert without_closing_quote('"Ja" und "nein" sind Antworten.') == '"Ja" und "nein" sind Antworten.'
-    assert without_closing_quote("") == ""
 
 
 # Drafts the embedded model (Qwen2.5-Coder-0.5B-Instruct, bf16, AlignAtt text preset, en→de) wrote on the calibration
@@ -449,8 +320,13 @@ def first_copy(guard: DraftGuard, draft: str, source: list[str]) -> tuple[int, s
 
 @pytest.mark.parametrize("rule, line, source, draft, copied", [
     ("copy", 68, "Embedding marker contains two main steps.", "Embedding marker contains two main steps.", ""),
-    ("copy", 137, "Pretrained parameters can contain information about what presidents do and what a TV is",
+    # 2026-12-07, a final draft that `copy_retries` 0 left as it was (the model wrote its source)
+    ("opening_copy", 137, "Pretrained parameters can contain information about what presidents do and what a TV is",
      "Pretrained parameters can contain information about what presidents do and what a TV is", ""),
+    ("opening_copy", 78, "Copyright verification is to detect whether a model behind another service contains the "
+     "word mark.", "Copyright verification ist zu überprüfen, ob ein Model, der eine andere Service enthält", ""),
+    ("copy", 41, "Pretraining on English natural language can significantly boost the performance",
+     "Pretraining on English natural language can significantly boost the performance", ""),
     ("language_turn", 171, "Still, even the best-performing models seem to have difficulties with reliably "
      "integrating backward knowledge presented only at inference time.", "Auch die besten-Performing-Modelen seem to "
      "have difficulties with reliably integrating backward knowledge presented only at inference time.",
@@ -464,10 +340,26 @@ def test_each_copy_rule_finds_a_copy_the_model_wrote_on_the_calibration_split(ru
     """The line's hypothesis with the rule off (calibration text split, docs/draft_rules.md): the model copied the
     source, or went on in English. With the rule on, the copy is found from `copied` on, no live step commits it and
     the final draft is made again from there (the all-on line 68: "Ein Embeddingmarker enthält zwei Hauptstufen.");
-    with it off, it is found later or never (the English words between go out)."""
+    with it off, it is found later or never, or from a later word (the English words between go out)."""
     on = DraftGuard("word", "de", copy_run=4, source_lang="en", turn_words=1)
     found = first_copy(on, draft, source.split())
     assert found is not None and found[1] == copied
     off = first_copy(DraftGuard("word", "de", copy_run=4, source_lang="en", off=frozenset({rule}),  # a knob: 0
                                 turn_words=0 if rule == "language_turn" else 1), draft, source.split())
-    assert off is None or off[0] > found[0]
+    assert off is None or off[0] > found[0] or len(off[1]) > len(found[1])  # later, or more of the English kept
+
+
+@pytest.mark.parametrize("source, draft, start", [
+    ("Pretrained parameters can contain", "Pretrained parameters", 0),  # calibration line 137 (both policies)
+    ("Copyright verification is to detect", "Copyright verification", 0),  # calibration line 78
+    ("So in our method, we first designate", "So in", 0),
+    ("So in our method, we first designate", "So in unserer", 0),  # too short to tell yet: held
+    ("So in our method, we first designate", "So in unserer Methode", None),  # four units: the run rule's
+    ("Dan Jurafsky and Esin Durmus", "Dan Jurafsky", None),  # a name: no word in lower case
+    ("GPT-4 is a model", "GPT-4", None),  # one unit: too short to tell
+    ("In addition, we randomly sample 20 tasks", "In addition, wir räumlich", None),  # four units: the run decides
+])
+def test_a_short_draft_that_opens_with_the_sources_first_words_copies_it(source, draft, start):
+    assert opening_copy_start([], draft.split(), source.split(), 4) == start
+    assert opening_copy_start([], draft.split(), source.split(), 0) is None  # off
+    assert opening_copy_start(["Hier"], draft.split(), source.split(), 4) is None  # only the segment's opening

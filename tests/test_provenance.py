@@ -88,3 +88,20 @@ def test_the_cpu_generation_is_read_where_the_model_name_hides_it(tmp_path):
     assert cpu_identity(x86) == "AuthenticAMD family 25 model 17 stepping 1 microcode 0x1000065"
     assert cpu_identity(arm) == "implementer 0x41 part 0xd40 variant 0x1 revision 1"
     assert cpu_identity(tmp_path / "missing") is None
+
+
+def test_a_runs_harness_imports_the_code_of_the_checkout_that_started_it(tmp_path):
+    """A text run's harness is the `simuleval` console script, which does not put its working directory on the path:
+    a run started from a worktree of older code imported the venv's own checkout (2026-12-07). The harness's
+    environment puts the starting checkout's code first."""
+    import sys
+
+    from agents.evaluation.runs import harness_environment
+
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "__init__.py").write_text("")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    imported = subprocess.run([sys.executable, "-c", "import agents; print(agents.__file__)"], cwd=elsewhere,
+                              env=harness_environment(tmp_path), capture_output=True, text=True, check=True)
+    assert imported.stdout.strip() == str(tmp_path / "agents" / "__init__.py")

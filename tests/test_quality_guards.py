@@ -13,7 +13,6 @@ from agents.systems.llm import AlignAttTranslator, WaitkTranslator, resolve_head
 from backends.hf.lm import CausalLM
 from backends.models import load_causal_lm
 from fake_agents import RATE, TimelineRecognizer, timeline_audio
-from policies.degenerate import may_become_preamble
 from policies.units import split_units
 
 pytestmark = pytest.mark.real_model
@@ -46,9 +45,7 @@ def test_shipped_speech_preset_withholds_a_draft_that_attends_to_a_word_not_yet_
     assert step.gate_fired and step.gate_stopped_tokens >= 1
     rejected = step.scan.decisions[-1]
     assert rejected.failure == "source_frontier" and rejected.source_word == len(words) - 1
-    # The rejected token is the start of "Modell"; it and what follows are withheld. (Drafting would stop there,
-    # but this step commits the segment's first words, so it drafts on while they may be the model's own
-    # introduction: `LLMTranslator._preamble_may_follow`.)
+    # The rejected token is the start of "Modell"; it and what follows are withheld.
     tokens = step.draft.tokens
     assert translator._decode(tokens[:step.scan.accepted_tokens + 1]).rstrip().endswith("Mod")
     assert "Mod" in step.draft_text and "Mod" not in step.committed_text
@@ -62,12 +59,8 @@ def test_waitk_reads_one_word_per_write_without_drafting_the_budget(real_lm):
     for word in words:
         translator.feed([SourceWord(word)])
     live = [step for step in translator.steps if not step.final]
-    # The first write drafts on while the segment's opening may be the model's own introduction (a clause, up to
-    # its end); after it, drafting stops as soon as one unit more than the schedule allows has begun.
-    opening = live[0]
-    assert opening.draft.finished or len(opening.draft.tokens) == translator.config.max_new_tokens \
-        or not may_become_preamble(opening.draft_text, words)
-    for step in live[1:]:
+    # Drafting stops as soon as one unit more than the schedule allows has begun.
+    for step in live:
         assert len(split_units(step.draft_text, "word")) <= 2 or step.draft.finished or step.degenerate
     assert sum(len(step.draft.tokens) for step in live) < 8 * len(live)
     translator.flush()

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.read_text_outputs import copies_source, describe, loops, repeats_clause
+import pytest
+
+from benchmarks.read_text_outputs import copies_source, describe, has_preamble, loops, repeats_clause
 
 
 def offline_run(folder, target_lang, hypotheses, references, sources):
@@ -78,3 +80,22 @@ def test_lines_that_open_or_turn_into_the_source_language_or_open_with_a_preambl
     for count in ("open in the source language 1", "turn into the source language 2", "preambles 1",
                   "foreign script 1"):
         assert count in described
+
+
+@pytest.mark.parametrize("line, source, counted", [
+    ('Die Übersetzung auf Deutsch lautet: "Rücktraining auf', "Pretraining on English natural language", True),
+    ("La traduzione in italiano è: «Il pre-addestramento", "Pretraining helps", True),
+    ("翻译如下：“预训练", "Pretraining helps", True),
+    ("Ecco il traduttore:\n\nIniziamo.", "Let's get started.", True),
+    ("Vortraining hilft. Die Übersetzung lautet: „Ja", "Pretraining helps. Yes", True),  # a later sentence's opening
+    # the whole line, calibration text split 2026-12-07 (lines 56 and 135, both policies): nothing opened after it
+    ("Natürlich, hier ist die deutsche Übersetzung:", "But natural language understanding often requires knowledge",
+     True),
+    ('Rücktraining auf Englisch: "kann helfen"', "Pretraining on English: it can help", False),  # the source's colon
+    ('Er sagte: „Ja"', 'He said, "yes"', False),  # and its quotation
+    ("Die Übersetzung lautet: Rücktraining", "Pretraining", False),  # the line goes on
+    ("Beispiel: Trainieren eines Modells", "For example training a model", False),
+    ("本书『论语』的翻译：「", "The book's translation", False),  # a quotation inside the clause: not the model's own
+])
+def test_a_preamble_is_a_clause_with_a_colon_that_opens_a_quotation_or_a_line_or_ends_the_line(line, source, counted):
+    assert has_preamble(line, source) is counted

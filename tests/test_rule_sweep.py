@@ -20,13 +20,11 @@ def text_run(folder, hypotheses, log_rows):
 
 
 def test_a_rules_lines_are_those_where_it_fired_and_the_subset_run_goes_back_in_their_place(tmp_path, monkeypatch):
-    quiet = {"preambles": 0, "fired_loop": 0, "fired_copy": 0, "fired_copy_retries": 0, "fired_language_turn": 0,
-             "fired_preamble": 1}
+    quiet = {"fired_loop": 0, "fired_copy": 0, "fired_copy_retries": 0, "fired_language_turn": 0}
     rows = [quiet, {**quiet, "fired_loop": 2}, quiet, {**quiet, "fired_copy": 1, "fired_copy_retries": 1},
-            {**quiet, "preambles": 1}, {**quiet, "fired_language_turn": 1}]
+            quiet, {**quiet, "fired_language_turn": 1}]
     base = text_run(tmp_path / "all-on", ["a", "b b b", "c", "d", "e", "f"], rows)
     assert rule_sweep.fired_lines(base, "loop") == [1]
-    assert rule_sweep.fired_lines(base, "preamble") == [1, 3, 4, 5]  # a preamble, or another rule's find
     assert rule_sweep.fired_lines(base, "copy_retries") == [3]
     rule_sweep.select(base, ["loop", "copy"], tmp_path / "lines", controls=1)
     assert (tmp_path / "lines" / "loop.lines").read_text().split() == ["0", "1"]  # one quiet line as a control

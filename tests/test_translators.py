@@ -677,96 +677,6 @@ def scripted_draft(tokenizer, prompt_ids, prefix: str, text: str, max_new_tokens
     return draft
 
 
-class PreambleSession:
-    """Stands in for a model session (a fake: it introduces its answer on purpose, as the 0.5B model did once on
-    every calibration run): with nothing of the segment's translation in the prompt it opens with `preamble`, and it
-    always closes the quotation it opened; after the preamble (and `quote`, where the preamble opened a line) it
-    writes `translation`. Records the prompts' targets."""
-
-    def __init__(self, tokenizer, preamble: str, translation: str, quote: str = ""):
-        self.tokenizer, self.preamble, self.translation = tokenizer, preamble, translation
-        self.quote = quote  # what follows `preamble` in the model's text before the translation
-        self.prefixes: list[str] = []
-
-    def reset(self):
-        pass
-
-    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
-        prompt = self.tokenizer.decode(prompt_ids)
-        prefix = prompt.rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
-        self.prefixes.append(prefix)
-        text = self.preamble + self.quote + self.translation + '"'
-        return scripted_draft(self.tokenizer, prompt_ids, prefix, text, max_new_tokens, stop)
-
-
-def test_a_translation_the_model_introduces_itself_is_emitted_without_its_introduction(tiny_lm):
-    """'Die Übersetzung auf Deutsch lautet: "Vortraining auf Englisch hilft."' (calibration line 41, every run): the
-    introduction moves into the prompt, ahead of the target prefix, the step is drafted again after it, and the
-    quotation it opened is closed in the prompt's text, not in the output; the next segment starts without it."""
-    preamble = 'Die Übersetzung auf Deutsch lautet: "'
-    session = PreambleSession(tiny_lm.tokenizer, preamble, "Vortraining auf Englisch hilft.")
-    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60))  # only the final step drafts
-    source = "Pretraining on English helps.".split()
-    assert " ".join(u for e in stream(translator, source) for u in e.new_units) == "Vortraining auf Englisch hilft."
-    assert session.prefixes == ["", preamble]
-    assert translator.stats.preambles == 1 and translator.segment_preamble == ""
-    assert [step.preamble for step in translator.steps] == [preamble, ""]
-    # a second segment of the same stream is introduced again, and again moved into its prompt
-    emission = translator.finish_segment([SourceWord(w) for w in source])
-    assert " ".join(emission.new_units) == "Vortraining auf Englisch hilft."
-    assert session.prefixes[2:] == ["", preamble] and translator.stats.preambles == 2
-    # a source with a quotation or a colon may be translated with one: nothing is moved there
-    quoted = 'He said, "pretraining helps."'.split()
-    assert " ".join(u for e in stream(translator, quoted) for u in e.new_units) == \
-        'Die Übersetzung auf Deutsch lautet: "Vortraining auf Englisch hilft."'
-    assert translator.stats.preambles == 0
-
-
-def test_an_introduction_on_a_line_of_its_own_is_followed_by_a_quoted_translation(tiny_lm):
-    """'Ecco il traduttore:' and a blank line (the 1.5B's en→it "Let's get started.", offline and streamed; the
-    0.5B's en→it and en→de offline rows once each): the line ends the draft, so the introduction was the whole
-    output. It moves into the prompt with an opening quotation mark after it, the model goes on with the quoted
-    translation (as the real 0.5B did on both of its lines), and the closing mark is left out."""
-    preamble = "Ecco la traduzione:\n"  # the test tokenizer has no "\n\n" token: the draft stops at the first "\n"
-    session = PreambleSession(tiny_lm.tokenizer, preamble, "Iniziamo subito.", quote='"')
-    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, target_lang="it"))
-    source = "Let's get started.".split()
-    assert " ".join(u for e in stream(translator, source) for u in e.new_units) == "Iniziamo subito."
-    assert session.prefixes == ["", preamble + '"']
-    assert translator.stats.preambles == 1
-
-
-def test_a_policy_drafts_on_past_its_first_words_while_they_may_be_an_introduction(tiny_lm, monkeypatch):
-    """'Ecco il traduttore:' and a new line (the 1.5B's en→it "Let's get started." under wait-3): a live step that
-    commits a segment's first words committed 'Ecco' before the colon showed, so the introduction went out. Both
-    policies now draft on while the opening may still become one (a fake session; for AlignAtt fake attention rows,
-    finite for the first six draft tokens, 'Ecco la tradu', then not, so the gate rejects the seventh)."""
-    import torch
-    from backends.draft import Draft
-
-    preamble = "Ecco la traduzione:\n"  # the test tokenizer has no "\n\n" token
-    session = PreambleSession(tiny_lm.tokenizer, preamble, "Iniziamo subito adesso.", quote='"')
-    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-
-    def rows(draft, positions, start, stop):
-        attention = torch.ones(stop - start, 1, len(positions))
-        attention[max(0, 6 - start):] = float("nan")
-        return attention
-
-    monkeypatch.setattr(Draft, "source_attention", rows)
-    source = "Let's get started right now.".split()
-    for translator in (WaitkTranslator(lm, WaitkConfig(k=1, target_lang="it", final_max_new_tokens=60)),
-                       AlignAttTranslator(lm, AlignAttConfig(border=1000, target_lang="it", final_max_new_tokens=60),
-                                          heads_of(tiny_lm))):
-        session.prefixes.clear()
-        emissions = stream(translator, source)
-        assert " ".join(u for e in emissions for u in e.new_units) == "Iniziamo subito adesso.", type(translator)
-        assert any(e.new_units for e in emissions[:-1])  # the policy still writes while the source runs
-        assert session.prefixes[:2] == ["", preamble + '"'] and translator.stats.preambles == 1
-
-
 COPIED = "So what is needed for a good generalization?".split()
 
 
@@ -810,6 +720,33 @@ def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tin
         build_config(WaitkConfig, {"copy_guard_words": -1})
     with pytest.raises(ConfigError, match="copy_retries must be >= 0"):
         build_config(WaitkConfig, {"copy_retries": -1})
+
+
+# Lines of the calibration text split (AlignAtt text preset, the embedded 0.5B model in bf16, en→de; docs/draft_rules.md,
+# 2026-12-07): the line with `copy_retries` 0, where the final draft copied the source whole and stayed so, and the
+# all-on run's line, the retry after the copy's first token was banned.
+CALIBRATION_COPIES = [
+    (41, "Pretraining on English natural language can significantly boost the performance of Few-shot on target "
+     "natural languages, and we found multilingual language models such as Codex and BLOOM are still inadequate for "
+     "cross-lingual semantic parsing tasks.", "Die Pretraining auf englischen natürlichen Sprachen kann sehr stark "
+     "die Performanz von Few-shot auf target natürlichen Sprachen verbessern, und wir haben multilingualen "
+     "Sprachmodelle wie Codex und BLOOM noch nicht insbesondere für die Cross-lingual Semantic Parsing-Task."),
+    (52, "Let's first introduce the background about embedding as services.",
+     "Es ist zunächst, ein Background über Services zu eingebauen."),
+]
+
+
+@pytest.mark.parametrize("line, source, retry", CALIBRATION_COPIES)
+def test_a_final_draft_the_model_copied_on_the_calibration_split_is_drafted_again(tiny_lm, line, source, retry):
+    """The model's final draft was its source, word for word (calibration line 41, 52); the copy rule finds it
+    from the first word and the retry, its first token banned, is the all-on run's line. Without retries the
+    untranslated line goes out."""
+    for retries, expected in ((3, retry), (0, source)):
+        session = RankedScriptSession(tiny_lm.tokenizer, {"": [source, retry]})
+        lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+        translator = WaitkTranslator(lm, WaitkConfig(k=1000, final_max_new_tokens=200, copy_retries=retries))
+        assert " ".join(u for e in stream(translator, source.split()) for u in e.new_units) == expected, line
+        assert len(session.calls) == 1 + bool(retries)
 
 
 def test_a_live_step_commits_nothing_from_where_its_draft_copies_the_source(tiny_lm):

@@ -252,6 +252,15 @@ def run_lines(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
                           "omnisteval/instances.resegmented.jsonl or offline.txt): the run did not finish")
 
 
+def harness_environment(root: Path) -> dict[str, str]:
+    """The environment a run's harness starts in: this checkout's code first on PYTHONPATH. A console script
+    (`simuleval`) does not put its working directory on the path, so without it a run started from another checkout
+    (a worktree of older code) imported the code of the checkout the venv was installed from."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
 def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1, report=print,
             poll_seconds: float = 1.0) -> list[tuple[RunSpec, Path]]:
     """Run every spec (at most `jobs` at once, each with its share of the CPU threads: OMP_NUM_THREADS and the
@@ -272,7 +281,7 @@ def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1
             (run_dir / "run.json").write_text(json.dumps(spec.to_json(), indent=2))
             arguments = command(spec, dataset, run_dir, threads if jobs > 1 else 0)
             (run_dir / "command.txt").write_text(" ".join(arguments) + "\n")
-            env = dict(os.environ)
+            env = harness_environment(root)
             if jobs > 1:
                 env.setdefault("OMP_NUM_THREADS", str(threads))  # torch's share; the thread knobs are in `arguments`
             # Read as each run starts: a run queued behind others imports the code of its own start.

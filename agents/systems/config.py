@@ -27,7 +27,7 @@ def check_language_pair(source_lang: str, target_lang: str) -> None:
 
 # The draft rules `rule_off` turns off one at a time (docs/draft_rules.md measures each alone).
 DRAFT_RULES = ("loop", "foreign_script", "copy", "opening_copy", "copy_retries", "opening_language", "language_turn",
-               "preamble", "quotation", "final_budget", "sentence_end", "min_accessible_words", "waitk_floor")
+               "final_budget", "sentence_end", "min_accessible_words", "waitk_floor")
 # The rules that are a knob already: `rule_off` sets the knob to this value (off).
 KNOB_RULES = {"copy_retries": ("copy_retries", 0), "language_turn": ("language_turn_words", 0),
               "sentence_end": ("withhold_sentence_end", False),
@@ -59,8 +59,8 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
                                               "target unit that closes a sentence on (the speech cascade does)")
     rule_off: str = knob("", "measurement only: run with this one draft rule off (`DRAFT_RULES`: loop, "
-                             "foreign_script, copy, opening_copy, copy_retries, opening_language, language_turn, preamble, "
-                             "quotation, final_budget, sentence_end, min_accessible_words, waitk_floor); empty or "
+                             "foreign_script, copy, opening_copy, copy_retries, opening_language, language_turn, final_budget, "
+                             "sentence_end, min_accessible_words, waitk_floor); empty or "
                              "none: every rule on")
     instruction_position: str = knob("after_source", "where the prompt's instruction stands: after_source (paper "
                                                      "Eq. 1) or before_source (a step then re-computes only the "

@@ -24,14 +24,11 @@ from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt
 from backends.models import stream_tokenizer
 from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
 from policies.degenerate import (
-    COPY,
     DEGENERATE_CUTS,
     LINE_BREAK,
     Decision,
     DraftGuard,
     final_budget,
-    may_become_preamble,
-    without_closing_quote,
 )
 from policies.frontier import accessible_word_count
 from policies.local_agreement import agreed_prefix
@@ -59,12 +56,10 @@ class Step:
 
     cut: the rule of `policies.degenerate.DraftGuard` that ended the draft ("" where none did): a line break (the
     translation's line ended) or a degenerate cut (a loop, a foreign script).
-    retry: a final draft made again after the previous one copied the source (`LLMTranslator._redraft_copy`).
+    retry: a final draft made again after the previous one copied the source (`LLMTranslator._step`).
     copied: the draft's usable text copies the source from some unit on (`DraftGuard.copy_length`): a live step
     commits nothing from there, a final one is made again from there. A live draft that opens the segment in the
     source language (`policies.degenerate.opens_in_source_language`) counts as copied from its start.
-    preamble: the segment's draft opened with an introduction of its own; it moves into the prompt (see
-    `LLMTranslator.segment_preamble`) and the step is drafted again after it.
     floor_tokens: draft tokens a live step accepted past the gate's first rejected one because the wait-k floor
     (`waitk_floor`) asked for them (0 where the gate allowed as much, or there is no gate).
     """
@@ -80,7 +75,6 @@ class Step:
     skipped: str = ""  # why no draft was made (a source the prompt cannot map), else empty
     retry: bool = False
     copied: bool = False
-    preamble: str = ""  # the draft's introduction as the prompt carries it (`with_opened_quotation`), else empty
     floor_tokens: int = 0
 
     @property
@@ -118,9 +112,8 @@ class PolicyStats:
     whose source could not be mapped; final_retries: final drafts made again after a copy (counted apart from
     final_steps), final_retries_degenerate: those cut as degenerate; copied, final_copied
     and final_retries_copied: live drafts, final drafts and retries that copied the source (a final draft keeps its
-    copy where every retry copies too); preambles: segments whose translation opened with an introduction of the model's
-    own ('Die Übersetzung auf Deutsch lautet: "'); floor_steps and floor_tokens: live steps where the wait-k floor
-    committed past where the gate stopped, and the draft tokens it accepted there.
+    copy where every retry copies too); floor_steps and floor_tokens: live steps where the wait-k floor committed
+    past where the gate stopped, and the draft tokens it accepted there.
     """
 
     live_steps: int = 0
@@ -141,7 +134,6 @@ class PolicyStats:
     copied: int = 0
     final_copied: int = 0
     final_retries_copied: int = 0
-    preambles: int = 0
     floor_steps: int = 0
     floor_tokens: int = 0
     skipped: int = 0
@@ -149,9 +141,6 @@ class PolicyStats:
     def add(self, step: "Step") -> None:
         if step.skipped:
             self.skipped += 1
-            return
-        if step.preamble:
-            self.preambles += 1
             return
         if step.retry:
             self.final_retries += 1
@@ -201,10 +190,6 @@ class LLMTranslator(StreamingTranslator):
         self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
         self.segment_start = 0  # index in emitted_units where the current segment's target begins
-        # The introduction the segment's first draft opened with ('Die Übersetzung auf Deutsch lautet: "', as
-        # `policies.degenerate.with_opened_quotation` makes it): it stays in the prompt ahead of the target prefix
-        # and is never emitted; empty where there is none.
-        self.segment_preamble = ""
         self.steps: deque[Step] = deque(maxlen=MAX_KEPT_STEPS)
         self.stats = PolicyStats()  # this stream's, since reset
         self._logged_stats = PolicyStats()  # the part of `stats` already written to policy_log
@@ -215,7 +200,6 @@ class LLMTranslator(StreamingTranslator):
         self.session.reset()
         self.source_words = []
         self.segment_start = 0
-        self.segment_preamble = ""
         self.steps.clear()
         self.stats = PolicyStats()
         self._logged_stats = PolicyStats()
@@ -257,7 +241,6 @@ class LLMTranslator(StreamingTranslator):
         emission = self._emit(self._step(len(self.source_words), final=True)) if self.source_words else Emission()
         self.source_words = []
         self.segment_start = len(self.emitted_units)
-        self.segment_preamble = ""
         self._last_step_key = None
         self._write_policy_log()
         return emission
@@ -275,17 +258,19 @@ class LLMTranslator(StreamingTranslator):
 
     def _step(self, accessible: int, final: bool) -> Emission:
         """One step, top to bottom: build the prompt, draft, decide how much of the draft is a usable translation
-        (`DraftGuard.decide`), apply the policy's acceptance, emit. A segment's first draft that opens with an
-        introduction of the model's own is drafted once more with the introduction in the prompt; a final draft
-        that copies the source is completed by `_redraft_copy`."""
+        (`DraftGuard.decide`), apply the policy's acceptance, emit. A final draft that copies the source is drafted
+        again in one bounded loop, up to `copy_retries` times after the text before the copy, each banning the first
+        token of every copy so far ("So was | needed for a good generalization?" becomes "So was | benötigt für eine
+        gute Generalisierung."); where all copy, the first stands (an untranslated sentence says more than none)."""
         if not final and (accessible < max(1, self.config.min_accessible_words) or not self._may_write(accessible)):
             self.fired["min_accessible_words"] += 1 <= accessible < self.config.min_accessible_words
             return Emission()
         source = [w.text for w in self.source_words]
-        for attempt in range(2):  # the draft, and once per segment the draft after its introduction
+        kept, banned, budget, first = "", [], None, ""  # a final copy's retries: see above
+        for _ in range(1 + self.config.copy_retries):
             # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
-            target_prefix = self.segment_preamble + join_units(self.segment_units, self.target_unit)
-            step_key = (tuple(source), accessible, target_prefix, final)
+            target_prefix = join_units(self.segment_units, self.target_unit) + kept
+            step_key = (tuple(source), accessible, target_prefix, final, tuple(banned))
             if step_key == self._last_step_key:
                 return Emission()
             self._last_step_key = step_key
@@ -294,41 +279,48 @@ class LLMTranslator(StreamingTranslator):
             except PromptError as error:  # e.g. a recognised "word" that owns no token: skip this step, keep the stream
                 self._record(Step(None, None, "", "", accessible, final=final, skipped=str(error)))
                 return Emission()
-            draft, accepted, scan, budget = self._draft(prompt, accessible, final, target_prefix)
+            prefix = [*self.segment_units, *split_units(kept, self.target_unit, continues=bool(self.segment_units))]
+            draft, accepted, scan, budget = self._draft(prompt, accessible, final, target_prefix, prefix, budget, banned)
             # Byte fragments that never completed a character (U+FFFD) are dropped from a final draft; a live draft
             # rounds back to the last complete unit anyway.
             draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "") if final \
                 else self._decode(draft.tokens)
-            decision = self.guard.decide(draft_text, self.segment_units, source,
-                                         may_redraft=attempt == 0 and not self.segment_preamble, live=not final)
+            decision = self.guard.decide(draft_text, prefix, source, live=not final)
             self.fired.update(decision.found)
-            if not decision.preamble:
+            committed = self._accept(draft, draft_text, accepted, decision, final)
+            copied = None if decision.copied is None else min(decision.copied, len(committed))
+            self._record(Step(prompt, draft, draft_text, committed if copied is None else committed[:copied],
+                              accessible, scan, final, decision.cut, retry=bool(banned), copied=copied is not None,
+                              floor_tokens=max(0, accepted - scan.accepted_tokens) if scan is not None else 0))
+            if banned:  # a retry: drafted again while it copies and retries are left
+                if copied is not None and committed.strip() and len(banned) < self.config.copy_retries:
+                    banned.append(draft.tokens[0])
+                    continue
+                committed = kept + committed if copied is None and committed.strip() else first
                 break
-            self.segment_preamble = decision.preamble
-            self._record(Step(prompt, draft, draft_text, "", accessible, scan, final, preamble=decision.preamble))
-            self._last_step_key = None
-        committed = self._accept(draft, draft_text, accepted, decision, final)
-        copied = None if decision.copied is None else min(decision.copied, len(committed))
-        self._record(Step(prompt, draft, draft_text, committed if copied is None else committed[:copied], accessible,
-                          scan, final, decision.cut, copied=copied is not None,
-                          floor_tokens=max(0, accepted - scan.accepted_tokens) if scan is not None else 0))
-        if copied is not None:
-            kept = committed[:copied]
-            rest = self._redraft_copy(source, target_prefix, draft, kept, budget) if final else ""
-            committed = kept + (committed[len(kept):] if rest is None else rest)
-        if final and self.segment_preamble and "quotation" not in self.rules_off:
-            self.fired["quotation"] += without_closing_quote(committed) != committed
-            committed = without_closing_quote(committed)  # the quotation the preamble opened (it ends in one)
+            if copied is None or not final:  # a live step commits nothing from where its draft copies
+                committed = committed[:copied]
+                break
+            first, kept = committed, committed[:copied]  # a final draft that copies: draft again from the copy
+            self.fired["copy_retries"] += self.config.copy_retries > 0
+            kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
+            if not self.config.copy_retries or kept_tokens == len(draft.tokens) or budget - kept_tokens < 1:
+                committed = first
+                break
+            budget, banned = budget - kept_tokens, [draft.tokens[kept_tokens]]
         return self._emission(committed, accessible, final)
 
-    def _draft(self, prompt: TranslationPrompt, accessible: int, final: bool, target_prefix: str
+    def _draft(self, prompt: TranslationPrompt, accessible: int, final: bool, target_prefix: str,
+               prefix_units: list[str], budget: int | None, banned: Sequence[int]
                ) -> tuple[Draft, int, ScanResult | None, int]:
         """A draft from `prompt`, the draft tokens the policy accepts, its scan and the budget it had: a live step's
-        by the policy (`_draft_and_accept`), a final one whole within `_final_budget`."""
+        by the policy (`_draft_and_accept`), a final one whole within `budget` (first: `_final_budget`), its first
+        token not one of `banned`."""
         if not final:
             return *self._draft_and_accept(prompt, self.config.max_new_tokens, accessible), self.config.max_new_tokens
-        budget = self._final_budget(prompt, target_prefix[len(self.segment_preamble):])
-        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=self._translation_over)
+        budget = budget or self._final_budget(prompt, target_prefix)
+        draft = self.session.draft(prompt.token_ids, budget, capture=False, banned_first_tokens=tuple(banned),
+                                   stop=lambda d: self._translation_over(d, prefix_units))
         self._count_budget(draft, budget)
         return draft, len(draft.tokens), None, budget
 
@@ -371,57 +363,14 @@ class LLMTranslator(StreamingTranslator):
         """Count a final draft that used its whole ratio budget where the cap would have allowed more."""
         self.fired["final_budget"] += getattr(self, "_budget_below_cap", False) and len(draft.tokens) >= budget
 
-    def _redraft_copy(self, source: list[str], target_prefix: str, draft: Draft, kept: str, budget: int
-                      ) -> str | None:
-        """The rest of a final translation whose draft copies the source after the text it `kept`: drafted again
-        after `kept` up to `copy_retries` times within what is left of the final `budget`, each banning the first
-        token of the copy and of every copying retry before it, until one copies no more; None (keep the copy: an
-        untranslated sentence still says more than a missing one) where every retry copies or one gives nothing.
-        "So was | needed for a good generalization?" becomes "So was | benötigt für eine gute Generalisierung."."""
-        self.fired["copy_retries"] += self.config.copy_retries > 0
-        # The retry continues right after the kept text, so the token to ban is the one that followed it (not the one
-        # that starts the next unit: a tokenizer may put the space between units in a token of its own).
-        kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
-        if not self.config.copy_retries or kept_tokens == len(draft.tokens) or budget - kept_tokens < 1:
-            return None
-        prefix = [*self.segment_units, *split_units(kept, self.target_unit, continues=bool(self.segment_units))]
-        prompt = self.prompts.build(source, target_prefix + kept, map_source=False)
-        banned = [draft.tokens[kept_tokens]]
-        for _ in range(self.config.copy_retries):
-            retry = self.session.draft(prompt.token_ids, budget - kept_tokens, capture=False,
-                                       stop=lambda d: self._translation_over(d, prefix),
-                                       banned_first_tokens=tuple(banned))
-            self._count_budget(retry, budget - kept_tokens)
-            text = self._decode(retry.tokens).replace(REPLACEMENT_CHARACTER, "")
-            usable, retry_cut = self._usable_length(text, prefix)
-            retry_kept = text[:committable_prefix_length(text[:usable], "", self.target_unit)]
-            copies = self._copy_length(retry_kept, prefix) is not None
-            self._record(Step(prompt, retry, text, retry_kept, len(source), final=True, cut=retry_cut, retry=True,
-                              copied=copies))
-            if not retry_kept.strip() or not retry.tokens:
-                return None
-            if not copies:
-                return retry_kept
-            banned.append(retry.tokens[0])
-        return None
-
     def _decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
     def _usable_length(self, draft_text: str, prefix_units: Sequence[str] | None = None) -> tuple[int, str]:
-        """How much of a draft is still a translation of the segment, and what cut it there
-        (`DraftGuard.usable_length`), after `prefix_units` (default: the segment's emitted units)."""
+        """`DraftGuard.usable_length` after `prefix_units` (default: the segment's emitted units), its finds counted."""
         found: list[str] = []
         prefix = self.segment_units if prefix_units is None else prefix_units
         length = self.guard.usable_length(prefix, draft_text, found=found)
-        self.fired.update(found)
-        return length
-
-    def _copy_length(self, text: str, prefix_units: Sequence[str]) -> int | None:
-        """Length of `text` after `prefix_units` before it starts copying the segment's source
-        (`DraftGuard.copy_length`), or None."""
-        found: list[str] = []
-        length = self.guard.copy_length(prefix_units, text, [w.text for w in self.source_words], found=found)
         self.fired.update(found)
         return length
 
@@ -433,16 +382,6 @@ class LLMTranslator(StreamingTranslator):
     def _text_over(self, draft_text: str, prefix_units: Sequence[str] | None = None) -> bool:
         """`_translation_over` on a draft already decoded (a policy's stop condition decodes it once per token)."""
         return bool(self._usable_length(draft_text, prefix_units)[1])
-
-    def _preamble_may_follow(self, draft_text: str) -> bool:
-        """Whether `draft_text` opens the segment and may still turn out to open with the model's own introduction
-        (`policies.degenerate.may_become_preamble`). A policy about to commit a draft's first words drafts on while
-        this holds, so the introduction is seen whole and moves into the prompt; once per segment."""
-        if self.segment_units or self.segment_preamble or "preamble" in self.rules_off:
-            return False
-        may = may_become_preamble(draft_text, [w.text for w in self.source_words])
-        self.fired["preamble"] += may
-        return may
 
     def _committable_length(self, draft: Draft, accepted: int) -> int:
         """Round a live draft's accepted token prefix back to the last complete stability unit. Where the draft
@@ -522,7 +461,7 @@ class AlignAttTranslator(LLMTranslator):
             # A rejected token ends the draft only once the floor's units are complete (the next one has begun).
             gate_over = self.stop_at_first_failure and scanner.failed and len(split_units(text, self.target_unit)) > floor
             over = gate_over or self._text_over(text)
-            return over and not (scanner.accepted_tokens and self._preamble_may_follow(text))
+            return over
 
         draft = self.session.draft(prompt.token_ids, budget, stop=stop)
         while not scanner.failed and len(scanner.decisions) < len(draft.tokens):
@@ -562,8 +501,7 @@ class WaitkTranslator(LLMTranslator):
 
         def stop(draft: Draft) -> bool:
             text = self._decode(draft.tokens)
-            over = len(split_units(text, self.target_unit)) > allowed or self._text_over(text)
-            return over and not self._preamble_may_follow(text)
+            return len(split_units(text, self.target_unit)) > allowed or self._text_over(text)
 
         draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
         if self.target_unit == "char":
