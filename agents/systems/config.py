@@ -59,9 +59,9 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
                                               "target unit that closes a sentence on (the speech cascade does)")
     rule_off: str = knob("", "measurement only: run with this one draft rule off (`DRAFT_RULES`: loop, "
-                             "foreign_script, copy, opening_copy, copy_retries, opening_language, language_turn, final_budget, "
-                             "sentence_end, min_accessible_words, waitk_floor); empty or "
-                             "none: every rule on")
+                             "foreign_script, copy, opening_copy, copy_retries, opening_language, language_turn, "
+                             "final_budget, sentence_end, min_accessible_words, waitk_floor); empty or none: every "
+                             "rule on")
     instruction_position: str = knob("after_source", "where the prompt's instruction stands: after_source (paper "
                                                      "Eq. 1) or before_source (a step then re-computes only the "
                                                      "changed source, the template's closing and the target prefix)")

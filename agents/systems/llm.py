@@ -280,7 +280,8 @@ class LLMTranslator(StreamingTranslator):
                 self._record(Step(None, None, "", "", accessible, final=final, skipped=str(error)))
                 return Emission()
             prefix = [*self.segment_units, *split_units(kept, self.target_unit, continues=bool(self.segment_units))]
-            draft, accepted, scan, budget = self._draft(prompt, accessible, final, target_prefix, prefix, budget, banned)
+            draft, accepted, scan, budget = self._draft(prompt, accessible, final, target_prefix, prefix, budget,
+                                                        banned)
             # Byte fragments that never completed a character (U+FFFD) are dropped from a final draft; a live draft
             # rounds back to the last complete unit anyway.
             draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "") if final \
