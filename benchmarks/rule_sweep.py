@@ -11,7 +11,9 @@ line (the policy log's `fired_RULE`) cannot change it, so a run with the rule of
         runs/eval-text-de-loop/runs/x_default runs/eval-text-de-lines/loop.lines --name loop-off --out runs/eval-spliced
 
 SimulEval's text runs translate each line from a fresh state, so lines are independent (`--controls N` adds N lines
-where nothing fired, which must come out unchanged).
+where nothing fired, which must come out unchanged). `select --union NAME` writes one set, the lines where any of
+`--rules` fired (to run newer code only where an older run's rules could have changed a line). A spliced text run
+keeps each line's delays, and SimulEval's own scorers score it again (BLEU, chrF, LAAL, AL, DAL, AP).
 """
 from __future__ import annotations
 
@@ -20,7 +22,11 @@ import json
 import shutil
 from pathlib import Path
 
-from agents.evaluation.runs import POLICY_LOG, run_lines
+from agents.evaluation.data import latency_unit
+from agents.evaluation.runs import POLICY_LOG, run_lines, simuleval_scorers
+from agents.evaluation.scoring import read_scores_tsv
+
+INSTANCES = Path("simuleval") / "instances.log"
 
 
 def fired_lines(run: Path, rule: str) -> list[int]:
@@ -29,21 +35,43 @@ def fired_lines(run: Path, rule: str) -> list[int]:
     hypotheses, _, _ = run_lines(run)
     if len(rows) != len(hypotheses):
         raise SystemExit(f"{run}: {len(rows)} policy-log lines for {len(hypotheses)} lines (one per line expected)")
-    return [i for i, row in enumerate(rows) if row[f"fired_{rule}"]]
+    return [i for i, row in enumerate(rows) if row.get(f"fired_{rule}")]  # a rule newer than the run found nothing
 
 
-def select(run: Path, rules: list[str], out: Path, controls: int) -> None:
+def select(run: Path, rules: list[str], out: Path, controls: int, union: str | None = None) -> None:
     _, references, sources = run_lines(run)
     rows = [json.loads(line) for line in (run / POLICY_LOG).read_text(encoding="utf-8").splitlines()]
     quiet = [i for i, row in enumerate(rows) if not any(v for n, v in row.items() if n.startswith("fired_"))]
+    chosen = quiet[::max(1, len(quiet) // controls)][:controls] if controls else []
+    sets = {union: {i for rule in rules for i in fired_lines(run, rule)}} if union else \
+        {rule: set(fired_lines(run, rule)) for rule in rules}
     out.mkdir(parents=True, exist_ok=True)
-    for rule in rules:
-        lines = sorted({*fired_lines(run, rule), *quiet[::max(1, len(quiet) // controls)][:controls]}
-                       if controls else fired_lines(run, rule))
+    for rule, fired in sets.items():
+        lines = sorted({*fired, *chosen})
         for suffix, texts in (("lines", [str(i) for i in lines]), ("src", [sources[i] for i in lines]),
                               ("ref", [references[i] for i in lines])):
             (out / f"{rule}.{suffix}").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
         print(f"{rule}: {len(lines)} lines")
+
+
+def instance_rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / INSTANCES).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def simuleval_scores(output: Path, target_lang: str) -> dict[str, float]:
+    """SimulEval's own scores of the instances log in `output` (its `--score-only`), written to its scores.tsv as a
+    run's are; Chinese by characters, as the runs score it."""
+    from simuleval import options
+    from simuleval.evaluator.evaluator import SentenceLevelEvaluator
+
+    import agents.harness.simuleval  # noqa: F401  (registers the CHRF quality scorer, as the runs' --user-dir does)
+
+    parser = options.general_parser()
+    for add in (options.add_evaluator_args, options.add_scorer_args, options.add_dataloader_args):
+        add(parser)
+    args = parser.parse_args(["--score-only", "--output", str(output), *simuleval_scorers(latency_unit(target_lang))])
+    SentenceLevelEvaluator.from_args(args).dump_results()
+    return read_scores_tsv(output / "scores.tsv")
 
 
 def splice(base: Path, subset: Path, lines_file: Path, name: str, out: Path) -> None:
@@ -57,12 +85,26 @@ def splice(base: Path, subset: Path, lines_file: Path, name: str, out: Path) -> 
         spliced[index] = hypothesis
     run = out / "runs" / name
     run.mkdir(parents=True, exist_ok=True)
-    for file, texts in (("offline.txt", spliced), ("reference.txt", references), ("source.txt", sources)):
-        (run / file).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
     shutil.copy(subset / "environment.json", run / "environment.json")
     result = json.loads((base / "result.json").read_text())
-    (run / "result.json").write_text(json.dumps({key: result[key] for key in ("source_lang", "target_lang")
-                                                 if key in result}))
+    result = {key: result[key] for key in ("source_lang", "target_lang") if key in result}
+    if (base / INSTANCES).exists() and (subset / INSTANCES).exists():  # text runs: each line's delays come along
+        rows = instance_rows(base)
+        for index, row in zip(lines, instance_rows(subset)):
+            rows[index] = {**row, "index": rows[index]["index"]}
+        (run / INSTANCES).parent.mkdir(exist_ok=True)
+        shutil.copy(base / INSTANCES.parent / "config.yaml", run / INSTANCES.parent / "config.yaml")
+        (run / INSTANCES).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        result["scores"] = simuleval_scores(run / INSTANCES.parent, result["target_lang"])
+    if (base / POLICY_LOG).exists() and (subset / POLICY_LOG).exists():  # so `select` reads the spliced run too
+        logs = [(r / POLICY_LOG).read_text(encoding="utf-8").splitlines() for r in (base, subset)]
+        for index, row in zip(lines, logs[1]):
+            logs[0][index] = row
+        (run / POLICY_LOG).write_text("".join(row + "\n" for row in logs[0]), encoding="utf-8")
+    else:
+        for file, texts in (("offline.txt", spliced), ("reference.txt", references), ("source.txt", sources)):
+            (run / file).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    (run / "result.json").write_text(json.dumps(result))
     changed = [i for i in lines if spliced[i] != hypotheses[i]]
     print(f"{name}: {len(changed)} of {len(hypotheses)} lines changed (of {len(lines)} run again): {changed}")
 
@@ -74,6 +116,7 @@ def main() -> None:
     chosen.add_argument("run", type=Path, help="an all-on text run folder (with policy.jsonl)")
     chosen.add_argument("--rules", nargs="+", required=True)
     chosen.add_argument("--controls", type=int, default=0, help="add this many lines where nothing fired")
+    chosen.add_argument("--union", metavar="NAME", help="write one set NAME: the lines where any of --rules fired")
     chosen.add_argument("--out", type=Path, required=True)
     joined = commands.add_parser("splice", help="the all-on run with the subset run's lines put back")
     joined.add_argument("base", type=Path)
@@ -83,7 +126,7 @@ def main() -> None:
     joined.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.command == "select":
-        select(args.run, args.rules, args.out, args.controls)
+        select(args.run, args.rules, args.out, args.controls, args.union)
     else:
         splice(args.base, args.subset, args.lines, args.name, args.out)
 

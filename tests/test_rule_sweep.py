@@ -11,8 +11,11 @@ from benchmarks import rule_sweep
 def text_run(folder, hypotheses, log_rows):
     """A finished text run: SimulEval's instances log, its result and the policy log, one row per line."""
     (folder / "simuleval").mkdir(parents=True)
-    rows = [{"prediction": h, "reference": f"ref {i}", "source": f"src {i}"} for i, h in enumerate(hypotheses)]
+    rows = [{"index": i, "prediction": h, "delays": [1] * len(h.split()), "elapsed": [0] * len(h.split()),
+             "prediction_length": len(h.split()), "reference": f"ref {i}", "source": f"src {i}", "source_length": 2}
+            for i, h in enumerate(hypotheses)]
     (folder / "simuleval" / "instances.log").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "simuleval" / "config.yaml").write_text("source_type: text\ntarget_type: text\n")
     (folder / POLICY_LOG).write_text("".join(json.dumps(r) + "\n" for r in log_rows))
     (folder / "result.json").write_text(json.dumps({"source_lang": "en", "target_lang": "de"}))
     (folder / "environment.json").write_text("{}")
@@ -29,7 +32,40 @@ def test_a_rules_lines_are_those_where_it_fired_and_the_subset_run_goes_back_in_
     rule_sweep.select(base, ["loop", "copy"], tmp_path / "lines", controls=1)
     assert (tmp_path / "lines" / "loop.lines").read_text().split() == ["0", "1"]  # one quiet line as a control
     assert (tmp_path / "lines" / "loop.src").read_text().splitlines() == ["src 0", "src 1"]
-    subset = text_run(tmp_path / "loop-off", ["a", "b b b b b"], rows[:2])
+    subset = text_run(tmp_path / "loop-off", ["a", "b b b b b"], [quiet, quiet])  # the loop off: nothing fired
     rule_sweep.splice(base, subset, tmp_path / "lines" / "loop.lines", "loop-off", tmp_path / "spliced")
     hypotheses, references, _ = run_lines(tmp_path / "spliced" / "runs" / "loop-off")
     assert hypotheses == ["a", "b b b b b", "c", "d", "e", "f"] and references[1] == "ref 1"
+    assert rule_sweep.fired_lines(tmp_path / "spliced" / "runs" / "loop-off", "loop") == []  # the subset's log
+    assert rule_sweep.fired_lines(tmp_path / "spliced" / "runs" / "loop-off", "copy") == [3]
+
+
+def test_a_spliced_text_run_keeps_each_lines_delays_and_simuleval_scores_it_again(tmp_path):
+    def run(folder, delays):
+        """Two-word lines of a two-word source, one delay list per line."""
+        (folder / "simuleval").mkdir(parents=True)
+        rows = [{"index": i, "prediction": "x y", "delays": d, "elapsed": [0, 0], "prediction_length": 2,
+                 "reference": "r s", "source": "a b", "source_length": 2} for i, d in enumerate(delays)]
+        (folder / "simuleval" / "instances.log").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / "simuleval" / "config.yaml").write_text("source_type: text\ntarget_type: text\n")
+        (folder / "result.json").write_text(json.dumps({"source_lang": "en", "target_lang": "de"}))
+        (folder / "environment.json").write_text("{}")
+        return folder
+
+    base = run(tmp_path / "all-on", [[2, 2], [2, 2]])  # each line waits for the whole source: LAAL 2
+    subset = run(tmp_path / "subset", [[1, 2]])  # its first word after one source word: (1 + (2 - 1)) / 2 = 1
+    (tmp_path / "one.lines").write_text("1\n")
+    rule_sweep.splice(base, subset, tmp_path / "one.lines", "new", tmp_path / "spliced")
+    spliced = tmp_path / "spliced" / "runs" / "new"
+    rows = [json.loads(line) for line in (spliced / "simuleval" / "instances.log").read_text().splitlines()]
+    assert [r["index"] for r in rows] == [0, 1] and rows[1]["delays"] == [1, 2]
+    assert json.loads((spliced / "result.json").read_text())["scores"]["LAAL"] == 1.5  # (2 + 1) / 2 lines
+
+
+def test_a_union_is_every_line_where_any_of_the_rules_fired(tmp_path):
+    quiet = {"fired_loop": 0, "fired_copy": 0}
+    rows = [quiet, {**quiet, "fired_loop": 1}, quiet, {**quiet, "fired_copy": 1}, {**quiet, "fired_loop": 1}]
+    base = text_run(tmp_path / "all-on", ["a", "b", "c", "d", "e"], rows)
+    rule_sweep.select(base, ["loop", "copy"], tmp_path / "lines", controls=1, union="changed")
+    assert (tmp_path / "lines" / "changed.lines").read_text().split() == ["0", "1", "3", "4"]
+    assert not (tmp_path / "lines" / "loop.lines").exists()

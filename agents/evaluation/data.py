@@ -14,6 +14,11 @@ from common.audio import check_audio_file, wav_list_paths
 from common.synthetic_speech import read_segments, synthesize_long_form
 
 
+def latency_unit(target_lang: str) -> str:
+    """Scoring unit of the target: characters for Chinese and Japanese, words otherwise."""
+    return "char" if target_lang in ("zh", "ja") else "word"
+
+
 @dataclass(frozen=True)
 class EvalSet:
     """What runs and scorers need; `sources` may be empty for speech (then no offline row and no COMET)."""
@@ -33,8 +38,7 @@ class EvalSet:
 
     @property
     def latency_unit(self) -> str:
-        """Scoring unit of the target: characters for Chinese and Japanese, words otherwise."""
-        return "char" if self.target_lang in ("zh", "ja") else "word"
+        return latency_unit(self.target_lang)
 
     @property
     def audio_seconds(self) -> float:

@@ -155,13 +155,10 @@ def command(spec: RunSpec, dataset: EvalSet, run_dir: Path, threads: int = 0) ->
         plugins = Path(__file__).resolve().parents[1] / "simuleval_plugins"
         arguments = [str(Path(sys.executable).parent / "simuleval"), "--agent-class", spec.agent.replace(":", "."),
                      "--source", str(source), "--target", str(reference), "--output", str(run_dir / "simuleval"),
-                     "--user-dir", str(plugins), "--quality-metrics", "BLEU", "CHRF",
-                     "--latency-metrics", "LAAL", "AL", "DAL", "AP"]
+                     "--user-dir", str(plugins), *simuleval_scorers(dataset.latency_unit)]
         knobs = config_knobs(spec.agent)
         for knob, language in (("source_lang", dataset.source_lang), ("target_lang", dataset.target_lang)):
             arguments += [f"--{knob.replace('_', '-')}", language] if knob in knobs else []
-        if dataset.latency_unit == "char":
-            arguments += ["--sacrebleu-tokenizer", "zh", "--eval-latency-unit", "char"]
         arguments += ["--config", spec.config] if spec.config else []
         for key, value in settings.items():
             arguments += [f"--{key.replace('_', '-')}", str(value)]
@@ -250,6 +247,13 @@ def run_lines(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
                      for name in ("offline.txt", "reference.txt", "source.txt"))
     raise EvaluationError(f"{run_dir} holds no output to read (simuleval/instances.log, "
                           "omnisteval/instances.resegmented.jsonl or offline.txt): the run did not finish")
+
+
+def simuleval_scorers(latency_unit: str) -> list[str]:
+    """SimulEval's scorer arguments for a text run (and for scoring its instances log again): BLEU, chrF and the
+    latencies, Chinese by characters."""
+    unit = ["--sacrebleu-tokenizer", "zh", "--eval-latency-unit", "char"] if latency_unit == "char" else []
+    return ["--quality-metrics", "BLEU", "CHRF", "--latency-metrics", "LAAL", "AL", "DAL", "AP", *unit]
 
 
 def harness_environment(root: Path) -> dict[str, str]:
