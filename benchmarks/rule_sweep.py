@@ -11,8 +11,9 @@ line (the policy log's `fired_RULE`) cannot change it, so a run with the rule of
         runs/eval-text-de-loop/runs/x_default runs/eval-text-de-lines/loop.lines --name loop-off --out runs/eval-spliced
 
 SimulEval's text runs translate each line from a fresh state, so lines are independent (`--controls N` adds N lines
-where nothing fired, which must come out unchanged). `select --union NAME` writes one set, the lines where any of
-`--rules` fired (to run newer code only where an older run's rules could have changed a line). A spliced text run
+outside the set, which must come out unchanged). `select --union NAME` writes one set, the lines where any of
+`--rules` fired or any policy-log count of `--counts` is not zero (to run newer code only where an older run's rules
+could have changed a line). A spliced text run
 keeps each line's delays, and SimulEval's own scorers score it again (BLEU, chrF, LAAL, AL, DAL, AP).
 """
 from __future__ import annotations
@@ -29,29 +30,34 @@ from agents.evaluation.scoring import read_scores_tsv
 INSTANCES = Path("simuleval") / "instances.log"
 
 
-def fired_lines(run: Path, rule: str) -> list[int]:
-    """Indices of the lines where `rule` found something."""
+def logged_lines(run: Path, key: str) -> list[int]:
+    """Indices of the lines whose policy-log row counts something under `key` (a key newer than the run: none)."""
     rows = [json.loads(line) for line in (run / POLICY_LOG).read_text(encoding="utf-8").splitlines()]
     hypotheses, _, _ = run_lines(run)
     if len(rows) != len(hypotheses):
         raise SystemExit(f"{run}: {len(rows)} policy-log lines for {len(hypotheses)} lines (one per line expected)")
-    return [i for i, row in enumerate(rows) if row.get(f"fired_{rule}")]  # a rule newer than the run found nothing
+    return [i for i, row in enumerate(rows) if row.get(key)]
 
 
-def select(run: Path, rules: list[str], out: Path, controls: int, union: str | None = None) -> None:
+def fired_lines(run: Path, rule: str) -> list[int]:
+    """Indices of the lines where `rule` found something."""
+    return logged_lines(run, f"fired_{rule}")
+
+
+def select(run: Path, rules: list[str], out: Path, controls: int, union: str | None = None,
+           counts: tuple[str, ...] = ()) -> None:
     _, references, sources = run_lines(run)
-    rows = [json.loads(line) for line in (run / POLICY_LOG).read_text(encoding="utf-8").splitlines()]
-    quiet = [i for i, row in enumerate(rows) if not any(v for n, v in row.items() if n.startswith("fired_"))]
-    chosen = quiet[::max(1, len(quiet) // controls)][:controls] if controls else []
-    sets = {union: {i for rule in rules for i in fired_lines(run, rule)}} if union else \
+    keys = [f"fired_{rule}" for rule in rules] + list(counts)
+    sets = {union: {i for key in keys for i in logged_lines(run, key)}} if union else \
         {rule: set(fired_lines(run, rule)) for rule in rules}
     out.mkdir(parents=True, exist_ok=True)
-    for rule, fired in sets.items():
-        lines = sorted({*fired, *chosen})
+    for name, fired in sets.items():
+        others = [i for i in range(len(sources)) if i not in fired]
+        lines = sorted({*fired, *(others[::max(1, len(others) // controls)][:controls] if controls else [])})
         for suffix, texts in (("lines", [str(i) for i in lines]), ("src", [sources[i] for i in lines]),
                               ("ref", [references[i] for i in lines])):
-            (out / f"{rule}.{suffix}").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-        print(f"{rule}: {len(lines)} lines")
+            (out / f"{name}.{suffix}").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+        print(f"{name}: {len(lines)} lines")
 
 
 def instance_rows(run: Path) -> list[dict]:
@@ -115,8 +121,10 @@ def main() -> None:
     chosen = commands.add_parser("select", help="write RULE.src/.ref/.lines: the lines where RULE fired")
     chosen.add_argument("run", type=Path, help="an all-on text run folder (with policy.jsonl)")
     chosen.add_argument("--rules", nargs="+", required=True)
-    chosen.add_argument("--controls", type=int, default=0, help="add this many lines where nothing fired")
+    chosen.add_argument("--controls", type=int, default=0, help="add this many lines outside the set")
     chosen.add_argument("--union", metavar="NAME", help="write one set NAME: the lines where any of --rules fired")
+    chosen.add_argument("--counts", nargs="*", default=[], help="with --union: policy-log counts that also choose "
+                                                                 "a line (e.g. preambles)")
     chosen.add_argument("--out", type=Path, required=True)
     joined = commands.add_parser("splice", help="the all-on run with the subset run's lines put back")
     joined.add_argument("base", type=Path)
@@ -126,7 +134,7 @@ def main() -> None:
     joined.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.command == "select":
-        select(args.run, args.rules, args.out, args.controls, args.union)
+        select(args.run, args.rules, args.out, args.controls, args.union, tuple(args.counts))
     else:
         splice(args.base, args.subset, args.lines, args.name, args.out)
 

@@ -63,9 +63,10 @@ def test_a_spliced_text_run_keeps_each_lines_delays_and_simuleval_scores_it_agai
 
 
 def test_a_union_is_every_line_where_any_of_the_rules_fired(tmp_path):
-    quiet = {"fired_loop": 0, "fired_copy": 0}
-    rows = [quiet, {**quiet, "fired_loop": 1}, quiet, {**quiet, "fired_copy": 1}, {**quiet, "fired_loop": 1}]
-    base = text_run(tmp_path / "all-on", ["a", "b", "c", "d", "e"], rows)
-    rule_sweep.select(base, ["loop", "copy"], tmp_path / "lines", controls=1, union="changed")
-    assert (tmp_path / "lines" / "changed.lines").read_text().split() == ["0", "1", "3", "4"]
+    quiet = {"fired_loop": 0, "fired_copy": 0, "preambles": 0}
+    rows = [quiet, {**quiet, "fired_loop": 1}, quiet, {**quiet, "fired_copy": 1}, {**quiet, "fired_loop": 1},
+            {**quiet, "preambles": 1}]
+    base = text_run(tmp_path / "all-on", ["a", "b", "c", "d", "e", "f"], rows)
+    rule_sweep.select(base, ["loop", "copy"], tmp_path / "lines", controls=1, union="changed", counts=("preambles",))
+    assert (tmp_path / "lines" / "changed.lines").read_text().split() == ["0", "1", "3", "4", "5"]
     assert not (tmp_path / "lines" / "loop.lines").exists()
