@@ -25,7 +25,8 @@ from pathlib import Path
 
 from agents.evaluation.data import latency_unit
 from agents.evaluation.runs import POLICY_LOG, run_lines, simuleval_scorers
-from agents.evaluation.scoring import read_scores_tsv
+from agents.evaluation.report import RESULT_FILE, Result
+from agents.evaluation.scoring import corpus_quality, read_scores_tsv
 
 INSTANCES = Path("simuleval") / "instances.log"
 
@@ -92,8 +93,7 @@ def splice(base: Path, subset: Path, lines_file: Path, name: str, out: Path) -> 
     run = out / "runs" / name
     run.mkdir(parents=True, exist_ok=True)
     shutil.copy(subset / "environment.json", run / "environment.json")
-    result = json.loads((base / "result.json").read_text())
-    result = {key: result[key] for key in ("source_lang", "target_lang") if key in result}
+    base_result = Result.load(base / RESULT_FILE)
     if (base / INSTANCES).exists() and (subset / INSTANCES).exists():  # text runs: each line's delays come along
         rows = instance_rows(base)
         for index, row in zip(lines, instance_rows(subset)):
@@ -101,16 +101,20 @@ def splice(base: Path, subset: Path, lines_file: Path, name: str, out: Path) -> 
         (run / INSTANCES).parent.mkdir(exist_ok=True)
         shutil.copy(base / INSTANCES.parent / "config.yaml", run / INSTANCES.parent / "config.yaml")
         (run / INSTANCES).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        result["scores"] = simuleval_scores(run / INSTANCES.parent, result["target_lang"])
+        scores = simuleval_scores(run / INSTANCES.parent, base_result.target_lang)
+    else:
+        for file, texts in (("offline.txt", spliced), ("reference.txt", references), ("source.txt", sources)):
+            (run / file).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+        scores = corpus_quality(spliced, references, base_result.target_lang)
     if (base / POLICY_LOG).exists() and (subset / POLICY_LOG).exists():  # so `select` reads the spliced run too
         logs = [(r / POLICY_LOG).read_text(encoding="utf-8").splitlines() for r in (base, subset)]
         for index, row in zip(lines, logs[1]):
             logs[0][index] = row
         (run / POLICY_LOG).write_text("".join(row + "\n" for row in logs[0]), encoding="utf-8")
-    else:
-        for file, texts in (("offline.txt", spliced), ("reference.txt", references), ("source.txt", sources)):
-            (run / file).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-    (run / "result.json").write_text(json.dumps(result))
+    # a run's result, so the folder's report (`simulagents eval --out`) reads it like any other
+    Result({**base_result.run, "system": name}, base_result.dataset, base_result.target_lang, scores,
+           (f"{base.name} with {len(lines)} lines of {subset} spliced in (benchmarks/rule_sweep.py)",),
+           base_result.source_lang).save(run)
     changed = [i for i in lines if spliced[i] != hypotheses[i]]
     print(f"{name}: {len(changed)} of {len(hypotheses)} lines changed (of {len(lines)} run again): {changed}")
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 import json
 import sys
 
+from agents.evaluation import report
 from agents.evaluation.runs import POLICY_LOG, run_lines
 from benchmarks import rule_sweep
+
+
+RESULT = {"run": {"system": "all-on", "agent": "x:TextAgent", "kind": "text", "regime": "default", "settings": {}},
+          "dataset": "mcif-calibration", "source_lang": "en", "target_lang": "de", "scores": {}}
 
 
 def text_run(folder, hypotheses, log_rows):
@@ -17,7 +22,7 @@ def text_run(folder, hypotheses, log_rows):
     (folder / "simuleval" / "instances.log").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "simuleval" / "config.yaml").write_text("source_type: text\ntarget_type: text\n")
     (folder / POLICY_LOG).write_text("".join(json.dumps(r) + "\n" for r in log_rows))
-    (folder / "result.json").write_text(json.dumps({"source_lang": "en", "target_lang": "de"}))
+    (folder / "result.json").write_text(json.dumps(RESULT))
     (folder / "environment.json").write_text("{}")
     return folder
 
@@ -48,7 +53,7 @@ def test_a_spliced_text_run_keeps_each_lines_delays_and_simuleval_scores_it_agai
                  "reference": "r s", "source": "a b", "source_length": 2} for i, d in enumerate(delays)]
         (folder / "simuleval" / "instances.log").write_text("".join(json.dumps(r) + "\n" for r in rows))
         (folder / "simuleval" / "config.yaml").write_text("source_type: text\ntarget_type: text\n")
-        (folder / "result.json").write_text(json.dumps({"source_lang": "en", "target_lang": "de"}))
+        (folder / "result.json").write_text(json.dumps(RESULT))
         (folder / "environment.json").write_text("{}")
         return folder
 
@@ -60,6 +65,8 @@ def test_a_spliced_text_run_keeps_each_lines_delays_and_simuleval_scores_it_agai
     rows = [json.loads(line) for line in (spliced / "simuleval" / "instances.log").read_text().splitlines()]
     assert [r["index"] for r in rows] == [0, 1] and rows[1]["delays"] == [1, 2]
     assert json.loads((spliced / "result.json").read_text())["scores"]["LAAL"] == 1.5  # (2 + 1) / 2 lines
+    [result] = report.collect(tmp_path / "spliced")  # the folder's report reads it as a run of its own name
+    assert result.run["system"] == "new" and result.value("LAAL") == 1.5 and result.value("chrF") is not None
 
 
 def test_a_union_is_every_line_where_any_of_the_rules_fired(tmp_path):
