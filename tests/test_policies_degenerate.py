@@ -265,9 +265,9 @@ def test_the_guard_reports_where_a_copy_begins_apart_from_its_cuts():
 
 
 # Drafts the embedded model (Qwen2.5-Coder-0.5B-Instruct, bf16, AlignAtt text preset, en→de) wrote on the calibration
-# text split (docs/draft_rules.md, 2026-12-05): the line's hypothesis with the rule measured off, which is the draft
-# that rule cut or held in the all-on run. A draft is judged as it grows (the stop condition reads every token), so
-# `first_cut` reads it word by word.
+# text split (docs/journal/draft-rules-measurements.md, 2026-12-05): the line's hypothesis with the rule measured off,
+# which is the draft that rule cut or held in the all-on run. A draft is judged as it grows (the stop condition reads
+# every token), so `first_cut` reads it word by word.
 CALIBRATION_DRAFTS = [
     ("loop", 18, "In this setting, the source language is the same as target language, for example German to German "
      "or English to English.", "Die Situation ist sehr " + "sehr " * 40 + "very very", "Die Situation ist sehr", LOOP),
@@ -337,10 +337,10 @@ def first_copy(guard: DraftGuard, draft: str, source: list[str]) -> tuple[int, s
      "the pretrained parameters", "In der Background-Pretrain-Sitzung assumed"),
 ])
 def test_each_copy_rule_finds_a_copy_the_model_wrote_on_the_calibration_split(rule, line, source, draft, copied):
-    """The line's hypothesis with the rule off (calibration text split, docs/draft_rules.md): the model copied the
-    source, or went on in English. With the rule on, the copy is found from `copied` on, no live step commits it and
-    the final draft is made again from there (the all-on line 68: "Ein Embeddingmarker enthält zwei Hauptstufen.");
-    with it off, it is found later or never, or from a later word (the English words between go out)."""
+    """The line's hypothesis with the rule off (calibration text split, docs/journal/draft-rules-measurements.md): the
+    model copied the source, or went on in English. With the rule on, the copy is found from `copied` on, no live step
+    commits it and the final draft is made again from there (the all-on line 68: "Ein Embeddingmarker enthält zwei
+    Hauptstufen."); with it off, it is found later or never, or from a later word (the English words between go out)."""
     on = DraftGuard("word", "de", copy_run=4, source_lang="en", turn_words=1)
     found = first_copy(on, draft, source.split())
     assert found is not None and found[1] == copied

@@ -421,7 +421,7 @@ class RankedScriptSession:
 def test_a_final_draft_cut_by_a_loop_ends_the_translation_at_the_cut(tiny_lm):
     """"Das ist das Modell, das das das": the guard keeps "Das ist das Modell, das" and the sentence's translation
     ends there; nothing is drafted again (a retry after the cut, `final_retries`, went on 2026-12-06: on the
-    calibration split it removed no counted failure, docs/draft_rules.md)."""
+    calibration split it removed no counted failure, docs/journal/draft-rules-measurements.md)."""
     words = "This is the model that we use in all our experiments.".split()
     continuations = {"": ["Das ist das Modell, das das das das"],
                      "Das ist das Modell, das": [" wir in allen Tests und Experimenten verwenden."]}
@@ -722,9 +722,9 @@ def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tin
         build_config(WaitkConfig, {"copy_retries": -1})
 
 
-# Lines of the calibration text split (AlignAtt text preset, the embedded 0.5B model in bf16, en→de; docs/draft_rules.md,
-# 2026-12-07): the line with `copy_retries` 0, where the final draft copied the source whole and stayed so, and the
-# all-on run's line, the retry after the copy's first token was banned.
+# Lines of the calibration text split (AlignAtt text preset, the embedded 0.5B model in bf16, en→de;
+# docs/journal/draft-rules-measurements.md, 2026-12-07): the line with `copy_retries` 0, where the final draft copied
+# the source whole and stayed so, and the all-on run's line, the retry after the copy's first token was banned.
 CALIBRATION_COPIES = [
     (41, "Pretraining on English natural language can significantly boost the performance of Few-shot on target "
      "natural languages, and we found multilingual language models such as Codex and BLOOM are still inadequate for "
