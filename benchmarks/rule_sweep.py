@@ -13,8 +13,8 @@ line (the policy log's `fired_RULE`) cannot change it, so a run with the rule of
 SimulEval's text runs translate each line from a fresh state, so lines are independent (`--controls N` adds N lines
 outside the set, which must come out unchanged). `select --union NAME` writes one set, the lines where any of
 `--rules` fired or any policy-log count of `--counts` is not zero (to run newer code only where an older run's rules
-could have changed a line). A spliced text run
-keeps each line's delays, and SimulEval's own scorers score it again (BLEU, chrF, LAAL, AL, DAL, AP).
+could have changed a line). A spliced text run keeps each line's delays, and SimulEval's own scorers score it again
+(BLEU, chrF, LAAL, AL, DAL, AP).
 """
 from __future__ import annotations
 
@@ -31,28 +31,29 @@ from agents.evaluation.scoring import corpus_quality, read_scores_tsv
 INSTANCES = Path("simuleval") / "instances.log"
 
 
-def logged_lines(run: Path, key: str) -> list[int]:
-    """Indices of the lines whose policy-log row counts something under `key` (a key newer than the run: none)."""
+def policy_rows(run: Path) -> list[dict]:
+    """The policy log of `run`, one row per line (checked against the run's lines)."""
     rows = [json.loads(line) for line in (run / POLICY_LOG).read_text(encoding="utf-8").splitlines()]
     hypotheses, _, _ = run_lines(run)
     if len(rows) != len(hypotheses):
         raise SystemExit(f"{run}: {len(rows)} policy-log lines for {len(hypotheses)} lines (one per line expected)")
-    return [i for i, row in enumerate(rows) if row.get(key)]
+    return rows
 
 
 def fired_lines(run: Path, rule: str) -> list[int]:
-    """Indices of the lines where `rule` found something."""
-    return logged_lines(run, f"fired_{rule}")
+    """Indices of the lines where `rule` found something (a rule newer than the run: none)."""
+    return [i for i, row in enumerate(policy_rows(run)) if row.get(f"fired_{rule}")]
 
 
 def select(run: Path, rules: list[str], out: Path, controls: int, union: str | None = None,
            counts: tuple[str, ...] = ()) -> None:
     _, references, sources = run_lines(run)
-    keys = [f"fired_{rule}" for rule in rules] + list(counts)
-    sets = {union: {i for key in keys for i in logged_lines(run, key)}} if union else \
-        {rule: set(fired_lines(run, rule)) for rule in rules}
+    rows = policy_rows(run)
+    keys = {rule: [f"fired_{rule}"] for rule in rules} if not union else \
+        {union: [f"fired_{rule}" for rule in rules] + list(counts)}
     out.mkdir(parents=True, exist_ok=True)
-    for name, fired in sets.items():
+    for name, names in keys.items():
+        fired = {i for i, row in enumerate(rows) if any(row.get(key) for key in names)}
         others = [i for i in range(len(sources)) if i not in fired]
         lines = sorted({*fired, *(others[::max(1, len(others) // controls)][:controls] if controls else [])})
         for suffix, texts in (("lines", [str(i) for i in lines]), ("src", [sources[i] for i in lines]),
