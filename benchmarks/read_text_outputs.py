@@ -1,6 +1,6 @@
 """Read the hypotheses of `simulagents eval` runs, not only their scores: length against the references, empty
 lines, loops, repeated clauses, copied source runs, lines that open with their source's first word ("We | forniamo")
-and sentence periods inside a sentence, one line per run of an
+or turn into its language, preambles, sentence periods inside a sentence and unfinished lines, one line per run of an
 OUT folder (text runs: SimulEval's instances; speech runs: the output resegmented onto the reference lines by
 OmniSTEval).
 
@@ -25,6 +25,7 @@ from policies.degenerate import (
     opens_in_source_language,
 )
 from policies.function_words import exclusive_words, language_evidence, pair_has_function_words
+from policies.transcript import ends_sentence
 from policies.units import split_units, target_unit_for
 
 WORD = re.compile(r"[\w']+")
@@ -106,6 +107,11 @@ def has_preamble(hypothesis: str, source: str) -> bool:
                                                      for match in SENTENCE_START.finditer(hypothesis))
 
 
+def unfinished(hypothesis: str, source: str) -> bool:
+    """Whether a line stops short of a sentence end that its source has ("… usando le tue" for "… or the NER task.")."""
+    return ends_sentence(source.rstrip()) and not ends_sentence(hypothesis.rstrip())
+
+
 def describe(run: Path) -> str:
     """One line on a run's hypotheses; lengths in the target's units (Chinese: characters, OmniSTEval's and
     SimulEval's latency unit; references of Chinese speech runs have no spaces, so words would not compare)."""
@@ -133,6 +139,7 @@ def describe(run: Path) -> str:
                               for h in hypotheses),
         "period inside a sentence": sum(bool(PERIOD_INSIDE.search(h)) and not PERIOD_INSIDE.search(s)
                                         for h, s in zip(hypotheses, sources)),
+        "unfinished": sum(unfinished(h, s) for h, s in zip(hypotheses, sources)),
     }
     return f"{run.name}: {len(hypotheses)} lines, {unit}s / reference {unit}s {length:.2f}; " + ", ".join(
         f"{name} {count}" for name, count in counts.items())

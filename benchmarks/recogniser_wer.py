@@ -8,7 +8,7 @@ WER = (substitutions + deletions + insertions) / reference words, over lower-cas
 With several Whisper `--windows`, each segment goes through every one in turn (side by side in one run): WER, time
 per segment, and how far the word end times of one window move against the first's where both wrote the same words.
 Each WER is given twice: as the recogniser wrote it, and once a looping hypothesis is cut before its second copy
-(`policies.degenerate.first_loop_start`, as the cascade's transcript commit does).
+(`policies.transcript.first_loop_start`, as the cascade's transcript commit does).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import numpy as np
 from backends.asr import WHISPER_WINDOWS, load_recognizer
 from common.synthetic_speech import SAMPLE_RATE, read_segments, segment_audio
 from common.wer import normalise_words, word_errors
-from policies.degenerate import first_loop_start
+from policies.transcript import first_loop_start
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu import cpu_summary  # noqa: E402

@@ -58,15 +58,6 @@ def loop_start(units: Sequence[str], unit: Unit) -> int | None:
     return best
 
 
-def first_loop_start(units: Sequence[str], unit: Unit) -> int | None:
-    """`loop_start` of the shortest prefix of `units` that ends in a loop (a loop need not run to the end), or None."""
-    for end in range(2, len(units) + 1):
-        start = loop_start(units[:end], unit)
-        if start is not None:
-            return start
-    return None
-
-
 def _runs(words: Sequence[str], size: int) -> set[tuple[str, ...]]:
     """Every `size` consecutive words of `words`, as a loop compares them (`comparison_key`)."""
     keys = [comparison_key(w) for w in words]

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.stream import SourceWord, TimedWord
-from policies.degenerate import first_loop_start
-from policies.units import primary_language
+from policies.degenerate import loop_start
+from policies.units import Unit, primary_language
 
 # Closing quotes and brackets that may follow a sentence end: ASCII, English “…”, German „…“ and ‚…‘, French «…»
 # and »…« (German), CJK 「…」 and （…）.
@@ -50,6 +50,16 @@ FREEZE_MIN_PAUSE = 0.3
 # `pause_commit_count` and docs/journal/alignatt4llm-quality.md, "A sentence the recogniser never ends".
 PAUSE_COMMIT_MIN_PAUSE = 0.5
 PAUSE_COMMIT_RECENT = 2.0
+
+
+def first_loop_start(units: Sequence[str], unit: Unit) -> int | None:
+    """`loop_start` of the shortest prefix of `units` that ends in a loop (a recogniser's loop need not run to the
+    end of its hypothesis), or None."""
+    for end in range(2, len(units) + 1):
+        start = loop_start(units[:end], unit)
+        if start is not None:
+            return start
+    return None
 
 
 def ends_sentence(word: str, lang: str | None = None) -> bool:

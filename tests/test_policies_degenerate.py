@@ -10,7 +10,6 @@ from policies.degenerate import (
     copy_start,
     opening_copy_start,
     final_budget,
-    first_loop_start,
     foreign_script_start,
     language_turn_start,
     line_end,
@@ -18,6 +17,7 @@ from policies.degenerate import (
     opens_in_source_language,
     quoted_units,
 )
+from policies.transcript import first_loop_start
 from policies.units import split_units, target_unit_for, units_prefix_length
 
 
@@ -320,7 +320,7 @@ def first_copy(guard: DraftGuard, draft: str, source: list[str]) -> tuple[int, s
 
 @pytest.mark.parametrize("rule, line, source, draft, copied", [
     ("copy", 68, "Embedding marker contains two main steps.", "Embedding marker contains two main steps.", ""),
-    # 2026-12-07, a final draft that `copy_retries` 0 left as it was (the model wrote its source)
+    # 2026-12-07, a final draft that `final_retries` 0 left as it was (the model wrote its source)
     ("opening_copy", 137, "Pretrained parameters can contain information about what presidents do and what a TV is",
      "Pretrained parameters can contain information about what presidents do and what a TV is", ""),
     ("opening_copy", 78, "Copyright verification is to detect whether a model behind another service contains the "

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from benchmarks.read_text_outputs import copies_source, describe, has_preamble, loops, repeats_clause
+from benchmarks.read_text_outputs import copies_source, describe, has_preamble, loops, repeats_clause, unfinished
 
 
 def offline_run(folder, target_lang, hypotheses, references, sources):
@@ -99,3 +99,12 @@ def test_lines_that_open_or_turn_into_the_source_language_or_open_with_a_preambl
 ])
 def test_a_preamble_is_a_clause_with_a_colon_that_opens_a_quotation_or_a_line_or_ends_the_line(line, source, counted):
     assert has_preamble(line, source) is counted
+
+
+def test_a_line_that_stops_short_of_its_sources_sentence_end_is_unfinished():
+    """Evaluation line 85 (en→it, 2026-12-07) as a final draft cut at a loop left it, and the same line finished."""
+    source = "Our paper investigated the problem of generalization using the Named Entity Recognition Task or the NER task."
+    assert unfinished("Il nostro paper ha investigato il problema della generalizzazione usando le tue", source)
+    assert not unfinished("Il nostro paper ha investigato il problema della generalizzazione.", source)
+    assert not unfinished("Und so weiter", "and so on")  # a source without a sentence end asks for none
+    assert unfinished("", source)

@@ -28,12 +28,12 @@ def text_run(folder, hypotheses, log_rows):
 
 
 def test_a_rules_lines_are_those_where_it_fired_and_the_subset_run_goes_back_in_their_place(tmp_path, monkeypatch):
-    quiet = {"fired_loop": 0, "fired_copy": 0, "fired_copy_retries": 0, "fired_language_turn": 0}
-    rows = [quiet, {**quiet, "fired_loop": 2}, quiet, {**quiet, "fired_copy": 1, "fired_copy_retries": 1},
+    quiet = {"fired_loop": 0, "fired_copy": 0, "fired_final_retries": 0, "fired_language_turn": 0}
+    rows = [quiet, {**quiet, "fired_loop": 2}, quiet, {**quiet, "fired_copy": 1, "fired_final_retries": 1},
             quiet, {**quiet, "fired_language_turn": 1}]
     base = text_run(tmp_path / "all-on", ["a", "b b b", "c", "d", "e", "f"], rows)
     assert rule_sweep.fired_lines(base, "loop") == [1]
-    assert rule_sweep.fired_lines(base, "copy_retries") == [3]
+    assert rule_sweep.fired_lines(base, "final_retries") == [3]
     rule_sweep.select(base, ["loop", "copy"], tmp_path / "lines", controls=1)
     assert (tmp_path / "lines" / "loop.lines").read_text().split() == ["0", "1"]  # one quiet line as a control
     assert (tmp_path / "lines" / "loop.src").read_text().splitlines() == ["src 0", "src 1"]

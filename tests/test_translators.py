@@ -394,7 +394,8 @@ def test_no_live_step_writes_before_min_accessible_words(tiny_lm, translator_cla
 class RankedScriptSession:
     """Stands in for a model session (a fake: the scripted loops are what a model writes by accident): for the
     target prefix the prompt ends with, drafts the first scripted continuation whose first token is not banned, as
-    greedy decoding takes the best token left; records each draft's prefix and banned tokens."""
+    greedy decoding takes the best token left (the last where every one's is: the tiny test tokenizer spells most
+    words letter by letter, " tue" and " tecniche" both begin with " t"); records each draft's prefix and bans."""
 
     def __init__(self, tokenizer, continuations: dict[str, list[str]]):
         self.tokenizer, self.continuations, self.calls = tokenizer, continuations, []
@@ -408,7 +409,7 @@ class RankedScriptSession:
         prefix = self.tokenizer.decode(prompt_ids).rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
         self.calls.append((prefix, tuple(banned_first_tokens)))
         encoded = [self.tokenizer.encode(text, add_special_tokens=False) for text in self.continuations[prefix]]
-        tokens = next(tokens for tokens in encoded if tokens[0] not in banned_first_tokens)
+        tokens = next((tokens for tokens in encoded if tokens[0] not in banned_first_tokens), encoded[-1])
         draft = Draft(prompt_length=len(prompt_ids))
         for token in tokens:
             draft.tokens.append(token)
@@ -418,28 +419,38 @@ class RankedScriptSession:
         return draft
 
 
-def test_a_final_draft_cut_by_a_loop_ends_the_translation_at_the_cut(tiny_lm):
-    """"Das ist das Modell, das das das": the guard keeps "Das ist das Modell, das" and the sentence's translation
-    ends there; nothing is drafted again (a retry after the cut, `final_retries`, went on 2026-12-06: on the
-    calibration split it removed no counted failure, docs/journal/draft-rules-measurements.md)."""
-    words = "This is the model that we use in all our experiments.".split()
-    continuations = {"": ["Das ist das Modell, das das das das"],
-                     "Das ist das Modell, das": [" wir in allen Tests und Experimenten verwenden."]}
-    session = RankedScriptSession(tiny_lm.tokenizer, continuations)
+# Evaluation line 85 (first four talks, en→it, AlignAtt text preset, the embedded 0.5B model in bf16, 2026-12-07): its
+# live steps committed up to "usando le", its final draft was " tue tue tue" and the retry after " tue", that token
+# banned, the rest of the line (docs/draft_rules.md). Here one final draft holds both.
+LOOPING_FINAL = "Il nostro paper ha investigato il problema della generalizzazione usando le tue tue tue"
+LOOP_KEPT = "Il nostro paper ha investigato il problema della generalizzazione usando le tue"
+LOOP_RETRY = " tecniche di identificazione delle entità nomi o le tue tecniche di identificazione delle entità nomi."
+
+
+@pytest.mark.parametrize("retries", [3, 0])
+def test_a_final_draft_cut_by_a_loop_is_drafted_again_from_the_cut(tiny_lm, retries):
+    """The loop " tue tue tue" is cut after its first " tue"; the final draft is made again from there, " tue" banned,
+    and the line goes on. Without retries it ends at the cut, 13 words short."""
+    words = "Our paper investigated the problem of generalization using the Named Entity Recognition Task or the NER " \
+            "task.".split()
+    session = RankedScriptSession(tiny_lm.tokenizer, {"": [LOOPING_FINAL], LOOP_KEPT: [LOOP_RETRY]})
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    translator = WaitkTranslator(lm, WaitkConfig(k=100))  # only the final step drafts
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_retries=retries))  # only the final step drafts
     emissions = stream(translator, words)
-    assert " ".join(unit for e in emissions for unit in e.new_units) == "Das ist das Modell, das"
-    assert session.calls == [("", ())]
-    assert (translator.stats.final_steps, translator.stats.final_degenerate, translator.stats.final_retries) == (1, 1, 0)
+    assert " ".join(unit for e in emissions for unit in e.new_units) == LOOP_KEPT + (LOOP_RETRY if retries else "")
+    banned = tiny_lm.tokenizer.encode(" tue", add_special_tokens=False)[:1]
+    assert session.calls == [("", ())] + ([(LOOP_KEPT, tuple(banned))] if retries else [])
+    assert (translator.stats.final_degenerate, translator.stats.final_retries) == (1, bool(retries))
+
+
+def test_waitk_config_rejects_a_bad_units_per_word():
     with pytest.raises(ConfigError, match="units_per_word must be > 0"):
         build_config(WaitkConfig, {"units_per_word": -1.0})
 
 
-
-
 @pytest.mark.parametrize("rule_off, expected, fired", [
-    ("none", "Das ist das Modell, das", {"loop"}),
+    ("none", "Das ist das Modell, das wir verwenden.", {"loop", "final_retries"}),
+    ("final_retries", "Das ist das Modell, das", {"loop"}),
     ("loop", "Das ist das Modell, das das das das", set()),
 ])
 def test_rule_off_turns_one_draft_rule_off_and_the_policy_log_counts_each_rules_finds(tiny_lm, tmp_path, rule_off,
@@ -447,7 +458,8 @@ def test_rule_off_turns_one_draft_rule_off_and_the_policy_log_counts_each_rules_
     """The measurement of docs/draft_rules.md: `rule_off` runs without one rule (a knob's rule through its knob), and
     the policy log counts, per rule, the checks that found something (a rule that finds nothing changes nothing)."""
     words = "This is the model that we use in all our experiments.".split()
-    session = RankedScriptSession(tiny_lm.tokenizer, {"": ["Das ist das Modell, das das das das"]})
+    session = RankedScriptSession(tiny_lm.tokenizer, {"": ["Das ist das Modell, das das das das"],
+                                                      "Das ist das Modell, das": [" wir verwenden."]})
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     log = tmp_path / "policy.jsonl"
     translator = WaitkTranslator(lm, WaitkConfig(k=100, rule_off=rule_off, policy_log=str(log)))
@@ -695,13 +707,13 @@ COPIES_AGAIN = " is needed for a good generalization?"
 ])
 def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tiny_lm, after_ban, retries, expected):
     """"So was needed for a good generalization?" (the 0.5B model, MCIF): from "needed" the draft repeats the
-    source. The final draft is made again from there with another first token, up to `copy_retries` times, each
+    source. The final draft is made again from there with another first token, up to `final_retries` times, each
     retry banning the first tokens of every copying draft before it ("Okay, now I'm going to talk about …", then
     "OK, now I'm going …": eval line 135); where all copy, or one writes nothing, the copy is kept (an untranslated
     sentence still says more than a missing one)."""
     session = CopyingSession(tiny_lm.tokenizer, COPIED, "So was", after_ban)
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, copy_retries=retries))
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, final_retries=retries))
     # k=100: only the final step drafts
     assert " ".join(unit for e in stream(translator, COPIED) for unit in e.new_units) == expected
     calls = min(retries, len(after_ban))
@@ -718,12 +730,12 @@ def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tin
     assert session.banned_calls == calls and off.stats.final_copied == 0
     with pytest.raises(ConfigError, match="copy_guard_words must be >= 0"):
         build_config(WaitkConfig, {"copy_guard_words": -1})
-    with pytest.raises(ConfigError, match="copy_retries must be >= 0"):
-        build_config(WaitkConfig, {"copy_retries": -1})
+    with pytest.raises(ConfigError, match="final_retries must be >= 0"):
+        build_config(WaitkConfig, {"final_retries": -1})
 
 
 # Lines of the calibration text split (AlignAtt text preset, the embedded 0.5B model in bf16, en→de;
-# docs/journal/draft-rules-measurements.md, 2026-12-07): the line with `copy_retries` 0, where the final draft copied
+# docs/journal/draft-rules-measurements.md, 2026-12-07): the line with `final_retries` 0, where the final draft copied
 # the source whole and stayed so, and the all-on run's line, the retry after the copy's first token was banned.
 CALIBRATION_COPIES = [
     (41, "Pretraining on English natural language can significantly boost the performance of Few-shot on target "
@@ -744,7 +756,7 @@ def test_a_final_draft_the_model_copied_on_the_calibration_split_is_drafted_agai
     for retries, expected in ((3, retry), (0, source)):
         session = RankedScriptSession(tiny_lm.tokenizer, {"": [source, retry]})
         lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-        translator = WaitkTranslator(lm, WaitkConfig(k=1000, final_max_new_tokens=200, copy_retries=retries))
+        translator = WaitkTranslator(lm, WaitkConfig(k=1000, final_max_new_tokens=200, final_retries=retries))
         assert " ".join(u for e in stream(translator, source.split()) for u in e.new_units) == expected, line
         assert len(session.calls) == 1 + bool(retries)
 

@@ -18,7 +18,7 @@ from agents.systems.config import DraftingConfig, LLMTranslatorConfig, SpeechCas
 from common.config import ConfigError, build_config, language_arg, read_yaml
 from common.stream import SourceWord
 from common.synthetic_speech import SAMPLE_RATE, segment_audio
-from policies.degenerate import first_loop_start
+from policies.transcript import first_loop_start
 
 PIECE_SECONDS = 28.0  # a recogniser hears at most 30 s at once; a longer segment is heard in equal pieces
 

@@ -26,10 +26,10 @@ def check_language_pair(source_lang: str, target_lang: str) -> None:
 
 
 # The draft rules `rule_off` turns off one at a time (docs/draft_rules.md measures each alone).
-DRAFT_RULES = ("loop", "foreign_script", "copy", "opening_copy", "copy_retries", "opening_language", "language_turn",
+DRAFT_RULES = ("loop", "foreign_script", "copy", "opening_copy", "final_retries", "opening_language", "language_turn",
                "final_budget", "sentence_end", "min_accessible_words", "waitk_floor")
 # The rules that are a knob already: `rule_off` sets the knob to this value (off).
-KNOB_RULES = {"copy_retries": ("copy_retries", 0), "language_turn": ("language_turn_words", 0),
+KNOB_RULES = {"final_retries": ("final_retries", 0), "language_turn": ("language_turn_words", 0),
               "sentence_end": ("withhold_sentence_end", False),
               "min_accessible_words": ("min_accessible_words", 0), "waitk_floor": ("waitk_floor", 0)}
 
@@ -41,13 +41,13 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
     final_budget_ratio: float = knob(2.0, "the final flush drafts at most ratio x source tokens + slack for the "
                                           "segment's whole target (less what is committed): loops cannot run on")
     final_budget_slack: int = knob(8, "tokens added to ratio x source tokens in the final budget")
-    copy_retries: int = knob(3, "times a final draft that copies the source is made again from the copy, each time "
-                                "with every first token a copying draft of it began with banned (\"Okay, now I'm "
-                                "going\" -> \"OK, now I'm going\" -> a translation); the copy is kept if every "
-                                "one copies; 0: kept at once")
+    final_retries: int = knob(3, "times a final draft cut where it stops being a translation (a copy of the source, a "
+                                 "loop, a foreign script) is made again from the cut, the token there banned and the "
+                                 "first token of every copying retry (\"Okay, now I'm going\" -> \"OK, now I'm going\""
+                                 " -> a translation); a copy is kept if every retry copies; 0: kept at once")
     copy_guard_words: int = knob(4, "a run of this many draft words repeating source words in order (two of them in "
                                     "lower case) is a copy, not a translation: a live step commits nothing from "
-                                    "it, a final draft is made again from it (`copy_retries`); nor does a live "
+                                    "it, a final draft is made again from it (`final_retries`); nor does a live "
                                     "step commit a segment's draft that opens in the source language (its "
                                     "function words, not the target's); 0: off")
     language_turn_words: int = knob(1, "a draft that turns into the source language, this many of its function "
@@ -59,7 +59,7 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
                                               "target unit that closes a sentence on (the speech cascade does)")
     rule_off: str = knob("", "measurement only: run with this one draft rule off (`DRAFT_RULES`: loop, "
-                             "foreign_script, copy, opening_copy, copy_retries, opening_language, language_turn, "
+                             "foreign_script, copy, opening_copy, final_retries, opening_language, language_turn, "
                              "final_budget, sentence_end, min_accessible_words, waitk_floor); empty or none: every "
                              "rule on")
     instruction_position: str = knob("after_source", "where the prompt's instruction stands: after_source (paper "
@@ -75,8 +75,8 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
             raise ConfigError("max_new_tokens and final_max_new_tokens must be >= 1")
         if self.rule_off not in ("", "none", *DRAFT_RULES):
             raise ConfigError(f"rule_off must be one of none, {', '.join(DRAFT_RULES)}, got {self.rule_off!r}")
-        if self.copy_retries < 0:
-            raise ConfigError(f"copy_retries must be >= 0, got {self.copy_retries}")
+        if self.final_retries < 0:
+            raise ConfigError(f"final_retries must be >= 0, got {self.final_retries}")
         if self.language_turn_words < 0:
             raise ConfigError(f"language_turn_words must be >= 0 (0 turns the rule off), got "
                               f"{self.language_turn_words}")

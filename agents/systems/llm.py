@@ -56,7 +56,7 @@ class Step:
 
     cut: the rule of `policies.degenerate.DraftGuard` that ended the draft ("" where none did): a line break (the
     translation's line ended) or a degenerate cut (a loop, a foreign script).
-    retry: a final draft made again after the previous one copied the source (`LLMTranslator._step`).
+    retry: a final draft made again after the previous one was cut (a copy, a loop: `LLMTranslator._step`).
     copied: the draft's usable text copies the source from some unit on (`DraftGuard.copy_length`): a live step
     commits nothing from there, a final one is made again from there. A live draft that opens the segment in the
     source language (`policies.degenerate.opens_in_source_language`) counts as copied from its start.
@@ -109,7 +109,7 @@ class PolicyStats:
     gate_stopped_tokens: draft tokens withheld by it;
     degenerate: drafts cut by the DraftGuard because they stopped being a translation; line_breaks: drafts that
     ended their line (the guard cuts them there too, but that is how a one-line translation ends); skipped: steps
-    whose source could not be mapped; final_retries: final drafts made again after a copy (counted apart from
+    whose source could not be mapped; final_retries: final drafts made again after a cut (counted apart from
     final_steps), final_retries_degenerate: those cut as degenerate; copied, final_copied
     and final_retries_copied: live drafts, final drafts and retries that copied the source (a final draft keeps its
     copy where every retry copies too); floor_steps and floor_tokens: live steps where the wait-k floor committed
@@ -258,16 +258,17 @@ class LLMTranslator(StreamingTranslator):
 
     def _step(self, accessible: int, final: bool) -> Emission:
         """One step, top to bottom: build the prompt, draft, decide how much of the draft is a usable translation
-        (`DraftGuard.decide`), apply the policy's acceptance, emit. A final draft that copies the source is drafted
-        again in one bounded loop, up to `copy_retries` times after the text before the copy, each banning the first
-        token of every copy so far ("So was | needed for a good generalization?" becomes "So was | benötigt für eine
-        gute Generalisierung."); where all copy, the first stands (an untranslated sentence says more than none)."""
+        (`DraftGuard.decide`), apply the policy's acceptance, emit. A final draft cut where it stops being one (a
+        copy of the source, a loop, a foreign script) is drafted again in one bounded loop, up to `final_retries`
+        times after the text before the cut, each banning the token the cut began with and the first token of every
+        copying retry ("So was | needed for a good generalization?" becomes "So was | benötigt für eine gute
+        Generalisierung."); where all copy, the first stands (an untranslated sentence says more than none)."""
         if not final and (accessible < max(1, self.config.min_accessible_words) or not self._may_write(accessible)):
             self.fired["min_accessible_words"] += 1 <= accessible < self.config.min_accessible_words
             return Emission()
         source = [w.text for w in self.source_words]
-        kept, banned, budget, first = "", [], None, ""  # a final copy's retries: see above
-        for _ in range(1 + self.config.copy_retries):
+        kept, banned, budget, first = "", [], None, ""  # a final draft's retries: see above
+        for _ in range(1 + self.config.final_retries):
             # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
             target_prefix = join_units(self.segment_units, self.target_unit) + kept
             step_key = (tuple(source), accessible, target_prefix, final, tuple(banned))
@@ -294,18 +295,18 @@ class LLMTranslator(StreamingTranslator):
                               accessible, scan, final, decision.cut, retry=bool(banned), copied=copied is not None,
                               floor_tokens=max(0, accepted - scan.accepted_tokens) if scan is not None else 0))
             if banned:  # a retry: drafted again while it copies and retries are left
-                if copied is not None and committed.strip() and len(banned) < self.config.copy_retries:
+                if copied is not None and committed.strip() and len(banned) < self.config.final_retries:
                     banned.append(draft.tokens[0])
                     continue
                 committed = kept + committed if copied is None and committed.strip() else first
                 break
-            if copied is None or not final:  # a live step commits nothing from where its draft copies
-                committed = committed[:copied]
+            if not final or (copied is None and decision.cut not in DEGENERATE_CUTS):
+                committed = committed[:copied]  # a live step commits nothing from where its draft copies
                 break
-            first, kept = committed, committed[:copied]  # a final draft that copies: draft again from the copy
-            self.fired["copy_retries"] += self.config.copy_retries > 0
+            first, kept = committed, committed[:copied]  # a final draft cut: draft again from the cut
+            self.fired["final_retries"] += self.config.final_retries > 0
             kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
-            if not self.config.copy_retries or kept_tokens == len(draft.tokens) or budget - kept_tokens < 1:
+            if not self.config.final_retries or kept_tokens == len(draft.tokens) or budget - kept_tokens < 1:
                 committed = first
                 break
             budget, banned = budget - kept_tokens, [draft.tokens[kept_tokens]]
