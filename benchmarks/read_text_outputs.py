@@ -108,7 +108,9 @@ def has_preamble(hypothesis: str, source: str) -> bool:
 
 
 def unfinished(hypothesis: str, source: str) -> bool:
-    """Whether a line stops short of a sentence end that its source has ("… usando le tue" for "… or the NER task.")."""
+    """Whether a line stops short of a sentence end that its source has ("… usando le tue" for "… or the NER task.").
+    `ends_sentence` reads each whole line as one word, so its checks for a recogniser's initials and abbreviations
+    never fire on a translation's last word (Italian "o." is a word, not an initial)."""
     return ends_sentence(source.rstrip()) and not ends_sentence(hypothesis.rstrip())
 
 

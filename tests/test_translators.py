@@ -394,11 +394,13 @@ def test_no_live_step_writes_before_min_accessible_words(tiny_lm, translator_cla
 class RankedScriptSession:
     """Stands in for a model session (a fake: the scripted loops are what a model writes by accident): for the
     target prefix the prompt ends with, drafts the first scripted continuation whose first token is not banned, as
-    greedy decoding takes the best token left (the last where every one's is: the tiny test tokenizer spells most
-    words letter by letter, " tue" and " tecniche" both begin with " t"); records each draft's prefix and bans."""
+    greedy decoding takes the best token left (an error where none is left, or with `last_if_all_banned` the last: the
+    tiny test tokenizer spells most words letter by letter, " tue" and " tecniche" both begin with " t"); records
+    each draft's prefix and banned tokens."""
 
-    def __init__(self, tokenizer, continuations: dict[str, list[str]]):
+    def __init__(self, tokenizer, continuations: dict[str, list[str]], last_if_all_banned: bool = False):
         self.tokenizer, self.continuations, self.calls = tokenizer, continuations, []
+        self.last_if_all_banned = last_if_all_banned
 
     def reset(self):
         pass
@@ -409,7 +411,9 @@ class RankedScriptSession:
         prefix = self.tokenizer.decode(prompt_ids).rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
         self.calls.append((prefix, tuple(banned_first_tokens)))
         encoded = [self.tokenizer.encode(text, add_special_tokens=False) for text in self.continuations[prefix]]
-        tokens = next((tokens for tokens in encoded if tokens[0] not in banned_first_tokens), encoded[-1])
+        allowed = [tokens for tokens in encoded if tokens[0] not in banned_first_tokens]
+        assert allowed or self.last_if_all_banned, f"every continuation of {prefix!r} begins with a banned token"
+        tokens = allowed[0] if allowed else encoded[-1]
         draft = Draft(prompt_length=len(prompt_ids))
         for token in tokens:
             draft.tokens.append(token)
@@ -433,7 +437,8 @@ def test_a_final_draft_cut_by_a_loop_is_drafted_again_from_the_cut(tiny_lm, retr
     and the line goes on. Without retries it ends at the cut, 13 words short."""
     words = "Our paper investigated the problem of generalization using the Named Entity Recognition Task or the NER " \
             "task.".split()
-    session = RankedScriptSession(tiny_lm.tokenizer, {"": [LOOPING_FINAL], LOOP_KEPT: [LOOP_RETRY]})
+    session = RankedScriptSession(tiny_lm.tokenizer, {"": [LOOPING_FINAL], LOOP_KEPT: [LOOP_RETRY]},
+                                  last_if_all_banned=True)  # the real retry began with " tecniche", not " tue"
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     translator = WaitkTranslator(lm, WaitkConfig(k=100, final_retries=retries))  # only the final step drafts
     emissions = stream(translator, words)
