@@ -1,5 +1,5 @@
 """Where a one-line translation draft stops being a translation (a line break, a loop, a foreign script, a copy of
-the source or a turn into its language): pure rules, decided as one by `DraftGuard`.
+the source, a turn into its language, an opening with its first word): pure rules, decided as one by `DraftGuard`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,6 @@ LONG_BLOCK_REPEATS = 2
 SHORT_BLOCK = {"word": 2, "char": 3}  # blocks of at most this many units are short
 MAX_BLOCK = 16  # longest block searched for (units)
 _PUNCTUATION = re.compile(r"[\W_]+", re.UNICODE)
-
-
-def line_end(text: str) -> int | None:
-    """Index of the first line break in `text` (a one-line translation ends there), or None."""
-    match = re.search(r"[\r\n\u2028\u2029]", text)
-    return None if match is None else match.start()
 
 
 PUNCTUATION_KEY = "<punct>"  # what `comparison_key` makes of a unit of punctuation alone
@@ -58,12 +52,6 @@ def loop_start(units: Sequence[str], unit: Unit) -> int | None:
     return best
 
 
-def _runs(words: Sequence[str], size: int) -> set[tuple[str, ...]]:
-    """Every `size` consecutive words of `words`, as a loop compares them (`comparison_key`)."""
-    keys = [comparison_key(w) for w in words]
-    return {tuple(keys[i:i + size]) for i in range(len(keys) - size + 1)}
-
-
 def foreign_script_start(units: Sequence[str], target_lang: str) -> int | None:
     """Index of the first unit in CJK or hangul script where the target language is written with an alphabet (the
     model switched language: "up 至 40 BLEURT"), or None; nothing is foreign to a zh, ja or ko target."""
@@ -83,7 +71,8 @@ def copy_start(prefix_units: Sequence[str], draft_units: Sequence[str], source_w
     copies instead of translating ("So was needed for a good generalization?"). A run begun in the prefix gives 0."""
     if run < 1 or len(source_words) < run:
         return None
-    source_runs = _runs(source_words, run)
+    source_keys = [comparison_key(w) for w in source_words]
+    source_runs = {tuple(source_keys[i:i + run]) for i in range(len(source_keys) - run + 1)}
     units = [*prefix_units, *draft_units]
     keys = [comparison_key(u) for u in units]
     for index in range(max(0, len(prefix_units) - run + 1), len(keys) - run + 1):
@@ -121,6 +110,19 @@ def opens_in_source_language(prefix_units: Sequence[str], draft_units: Sequence[
     keys = [comparison_key(u) for u in draft_units[:OPENING_LANGUAGE_UNITS]]
     source, target = language_evidence(keys, source_lang, target_lang)
     return source >= 1 and target == 0
+
+
+def opens_with_source_word(prefix_units: Sequence[str], draft_units: Sequence[str], source_words: Sequence[str],
+                           source_lang: str, target_lang: str) -> bool:
+    """Whether a segment's draft, nothing of it committed yet, opens with the source's first word, not quoted, the
+    only function word of the source language only among its first OPENING_LANGUAGE_UNITS units ("For | esempio, ci
+    sono" for "For instance, there are": one word copies no run, and the target's words outnumber it)."""
+    keys = [comparison_key(u) for u in draft_units[:OPENING_LANGUAGE_UNITS]]
+    if prefix_units or len(keys) < 2 or keys[:1] != [comparison_key(w) for w in source_words[:1]] or \
+            draft_units[0][:1] in OPENING_QUOTES or not pair_has_function_words(source_lang, target_lang):
+        return False
+    source_only = exclusive_words(source_lang, target_lang)
+    return keys[0] in source_only and not source_only.intersection(keys[1:])
 
 
 LANGUAGE_TURN_UNITS = 5  # a draft turns into the source language where this many consecutive units say so
@@ -172,12 +174,6 @@ OPENING_QUOTES = "\"“„«»「『"  # a quotation's marks (`quoted_units`)
 CLOSING_QUOTES = "\"”“«»」』"
 
 
-def loop_free_length(prefix_units: Sequence[str], draft_text: str, unit: Unit) -> int | None:
-    """Length of `draft_text` before the loop `prefix_units` + draft end in (never before the draft), or None."""
-    start = loop_start([*prefix_units, *split_units(draft_text, unit)], unit)
-    return None if start is None else units_prefix_length(draft_text, unit, max(0, start - len(prefix_units)))
-
-
 # What cut a draft (`DraftGuard.usable_length`): a line break ends a one-line translation, the others a degenerate one.
 LINE_BREAK, FOREIGN_SCRIPT, LOOP = "line break", "foreign script", "loop"
 DEGENERATE_CUTS = (FOREIGN_SCRIPT, LOOP)
@@ -186,12 +182,14 @@ DEGENERATE_CUTS = (FOREIGN_SCRIPT, LOOP)
 @dataclass(frozen=True)
 class Decision:
     """A draft's usable translation: its first `length` characters, ended by `cut` (or ""), of which the first `copied`
-    copy nothing (None: none copies); `found`: the rules whose checks found something (docs/draft_rules.md)."""
+    copy nothing (None: none copies); `redraft`: drafted again with its first token banned instead (it opens with the
+    source's first word); `found`: the rules whose checks found something (docs/draft_rules.md)."""
 
     length: int = 0
     cut: str = ""
     copied: int | None = None
     found: tuple[str, ...] = ()
+    redraft: bool = False
 
 
 @dataclass(frozen=True)
@@ -208,30 +206,34 @@ class DraftGuard:
     def decide(self, draft_text: str, prefix_units: Sequence[str], source_words: Sequence[str],
                live: bool = False) -> Decision:
         """A draft's usable length (`usable_length`) and, of that, what copies nothing (`copy_length`; a `live` draft
-        that opens the segment in the source language copies from its start: a later draft may translate)."""
+        that opens the segment in the source language copies from its start: a later draft may translate); or that
+        it is drafted again without its first token (`opens_with_source_word`)."""
         found: list[str] = []
         length, cut = self.usable_length(prefix_units, draft_text, found=found)
         copied = self.copy_length(prefix_units, draft_text[:length], source_words, found=found)
-        if live and self.copy_run >= 1 and "opening_language" not in self.off and opens_in_source_language(
-                prefix_units, split_units(draft_text[:length], self.unit), self.source_lang, self.target_lang):
+        units, guarded = split_units(draft_text[:length], self.unit), self.copy_run >= 1
+        if live and guarded and "opening_language" not in self.off and opens_in_source_language(
+                prefix_units, units, self.source_lang, self.target_lang):
             copied = 0
             found.append("opening_language")
-        return Decision(length, cut, copied, tuple(found))
+        redraft = guarded and "opening_word" not in self.off and opens_with_source_word(
+            prefix_units, units, source_words, self.source_lang, self.target_lang)
+        return Decision(length, cut, copied, (*found, *["opening_word"] * redraft), redraft)
 
     def usable_length(self, prefix_units: Sequence[str], draft_text: str, *,
                       found: list[str] | None = None) -> tuple[int, str]:
         """(length, cut): how much of `draft_text` after `prefix_units` is still a translation, and what ended it
         (LINE_BREAK, one of DEGENERATE_CUTS, or ""); nothing after a cut is used. The rules that fired: `found`."""
         found = [] if found is None else found
-        newline = line_end(draft_text)
-        length, cut = (len(draft_text), "") if newline is None else (newline, LINE_BREAK)
+        newline = re.search(r"[\r\n\u2028\u2029]", draft_text)  # a one-line translation ends there
+        length, cut = (len(draft_text), "") if newline is None else (newline.start(), LINE_BREAK)
         if "foreign_script" not in self.off and (start := _found(found, "foreign_script", foreign_script_start(
                 split_units(draft_text[:length], self.unit), self.target_lang))) is not None:
             length, cut = units_prefix_length(draft_text[:length], self.unit, start), FOREIGN_SCRIPT
-        loop = None if "loop" in self.off else _found(found, "loop", loop_free_length(prefix_units, draft_text[:length],
-                                                                                      self.unit))
-        if loop is not None:
-            length, cut = loop, LOOP
+        units = split_units(draft_text[:length], self.unit)  # a loop's second copy goes, never text before the draft
+        if "loop" not in self.off and _found(found, "loop", loop := loop_start([*prefix_units, *units], self.unit)) \
+                is not None:
+            length, cut = units_prefix_length(draft_text[:length], self.unit, max(0, loop - len(prefix_units))), LOOP
         return length, cut
 
     def copy_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str], *,

@@ -12,19 +12,20 @@ from policies.degenerate import (
     final_budget,
     foreign_script_start,
     language_turn_start,
-    line_end,
     loop_start,
     opens_in_source_language,
+    opens_with_source_word,
     quoted_units,
 )
 from policies.transcript import first_loop_start
 from policies.units import split_units, target_unit_for, units_prefix_length
 
 
-def test_line_end():
-    assert line_end("Guten Tag.") is None
-    assert line_end("Guten Tag.\nGerman translation:") == len("Guten Tag.")
-    assert line_end("a\r\nb") == 1
+def test_a_draft_ends_at_its_first_line_break():
+    guard = DraftGuard("word", "de")
+    assert guard.usable_length([], "Guten Tag.") == (len("Guten Tag."), "")
+    assert guard.usable_length([], "Guten Tag.\nGerman translation:") == (len("Guten Tag."), LINE_BREAK)
+    assert guard.usable_length([], "a\r\nb") == (1, LINE_BREAK)
 
 
 @pytest.mark.parametrize("text, kept", [
@@ -166,6 +167,41 @@ def test_the_guard_tells_a_source_language_opening_when_the_copy_guard_is_on():
     assert DraftGuard("word", "de", copy_run=0, source_lang="en").decide("God's love is", [], source,
                                                                          live=True).copied is None
     assert DraftGuard("word", "de", copy_run=4).decide("God's love is", [], source, live=True).copied is None
+
+
+@pytest.mark.parametrize("source, draft, target_lang, opens", [
+    # en→it calibration lines 6, 109 and 11, the segment's first drafts under AlignAtt (2026-12-07)
+    ("For instance, there are lots of coverage", "For esempio, ci sono molte", "it", True),
+    ("So, it's important to select a good prompting strategy.", "So, è importante selezionare", "it", True),
+    ("We provide a uniform data set", "We forniamo un set", "it", True),
+    ("We provide a uniform data set", "We forniamo", "de", True),
+    ("For example, we put the German", "For example, we put", "it", False),  # more English: a copy's or a turn's
+    ("For example, we put the German", "Per esempio, mettiamo", "it", False),
+    ("So, it's important", "Ecco, è importante", "it", False),  # not the source's word
+    ("Pretrained parameters can contain", "Pretrained Parameter", "de", False),  # no function word
+    ('"The Matrix" is a film', '"The Matrix" è un film', "it", False),  # a quoted title keeps its words
+    ("We provide a method", "We", "it", False),  # one unit: too short to tell
+    ("I modelli", "I modelli", "it", False),  # "i" is an Italian article too
+    ("So we are going", "So nous allons", "fr", False),  # a pair whose function words are not listed: off
+])
+def test_a_draft_that_opens_with_the_sources_first_word(source, draft, target_lang, opens):
+    units = split_units(draft, "word")
+    assert opens_with_source_word([], units, source.split(), "en", target_lang) is opens
+    assert not opens_with_source_word(["Per"], units, source.split(), "en", target_lang)  # only the opening
+
+
+def test_the_guard_drafts_an_opening_with_the_sources_first_word_again():
+    """`DraftGuard.decide` asks for the draft again (its first token banned) where the copy guard is on and the rule
+    is not measured off; live and final drafts alike."""
+    source = "For instance, there are lots of coverage".split()
+    guard = DraftGuard("word", "it", copy_run=4, source_lang="en")
+    for live in (True, False):
+        decision = guard.decide("For esempio, ci sono molte", [], source, live=live)
+        assert decision.redraft and "opening_word" in decision.found
+    assert not guard.decide("Per esempio, ci sono molte", [], source).redraft
+    assert not DraftGuard("word", "it", copy_run=0, source_lang="en").decide("For esempio, ci", [], source).redraft
+    assert not DraftGuard("word", "it", copy_run=4, source_lang="en", off=frozenset({"opening_word"})).decide(
+        "For esempio, ci", [], source).redraft
 
 
 def test_the_function_words_tell_mcif_references_from_their_sources(shared_data):

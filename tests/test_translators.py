@@ -261,7 +261,7 @@ def scripted_translator(tiny_lm, translator_class, translations: dict[str, str])
     if translator_class is WaitkTranslator:
         return WaitkTranslator(lm, WaitkConfig(k=1, final_max_new_tokens=40))
     translator = AlignAttTranslator(lm, AlignAttConfig(border=1000, final_max_new_tokens=40), heads_of(tiny_lm))
-    translator._draft_and_accept = lambda prompt, budget, accessible: (
+    translator._draft_and_accept = lambda prompt, budget, accessible, banned: (
         (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
     return translator
 
@@ -378,7 +378,7 @@ def test_no_live_step_writes_before_min_accessible_words(tiny_lm, translator_cla
                                                                      final_max_new_tokens=40))
         made = AlignAttTranslator(lm, AlignAttConfig(border=1000, min_accessible_words=minimum,
                                                      final_max_new_tokens=40), heads_of(tiny_lm))
-        made._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+        made._draft_and_accept = lambda prompt, budget, accessible, banned: (  # every token accepted
             (draft := made.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
         return made
 
@@ -446,6 +446,46 @@ def test_a_final_draft_cut_by_a_loop_is_drafted_again_from_the_cut(tiny_lm, retr
     banned = tiny_lm.tokenizer.encode(" tue", add_special_tokens=False)[:1]
     assert session.calls == [("", ())] + ([(LOOP_KEPT, tuple(banned))] if retries else [])
     assert (translator.stats.final_degenerate, translator.stats.final_retries) == (1, bool(retries))
+
+
+# Calibration line 6 (en→it, AlignAtt and wait-3 text presets, the embedded 0.5B model in bf16, 2026-12-07): without
+# the opening-word redraft the line came out as OPENS_WITH_SOURCE_WORD, with it (31dca70) as REDRAFTED_OPENING.
+OPENING_SOURCE = "For instance, there are lots of coverage on certain natural languages."
+OPENS_WITH_SOURCE_WORD = "For esempio, ci sono molte sottolineazioni su alcune lingue naturali."
+REDRAFTED_OPENING = "Per esempio, ci sono molte sottolineazioni su alcune lingue naturali."
+
+
+def scripted_line(tokenizer, opening: list[str], line: str) -> RankedScriptSession:
+    """A session whose segment opens with `opening`'s drafts (best first) and, once `line`'s first words are
+    committed, goes on with the rest of `line`."""
+    words = line.split()
+    return RankedScriptSession(tokenizer, {"": opening, **{" ".join(words[:i]): [" " + " ".join(words[i:])]
+                                                           for i in range(1, len(words))}})
+
+
+@pytest.mark.parametrize("k, rule_off", [(100, "none"), (2, "none"), (100, "opening_word")])
+def test_a_segment_that_opens_with_the_sources_first_word_is_drafted_again_without_it(tiny_lm, k, rule_off):
+    """The final draft (k=100) and the live steps (k=2) drop a draft that opens with the source's "For" and take
+    the one drafted without its first token; with the rule off, the line opens with "For"."""
+    session = scripted_line(tiny_lm.tokenizer, [OPENS_WITH_SOURCE_WORD, REDRAFTED_OPENING], REDRAFTED_OPENING)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    translator = WaitkTranslator(lm, WaitkConfig(k=k, rule_off=rule_off, target_lang="it"))
+    output = " ".join(unit for e in stream(translator, OPENING_SOURCE.split()) for unit in e.new_units)
+    assert output == (OPENS_WITH_SOURCE_WORD if rule_off == "opening_word" else REDRAFTED_OPENING)
+    banned = tuple(tiny_lm.tokenizer.encode("For", add_special_tokens=False)[:1])
+    assert (("", banned) in session.calls) is (rule_off != "opening_word")
+    assert translator.fired["opening_word"] == (0 if rule_off == "opening_word" else 1)
+
+
+def test_local_agreement_keeps_the_redrafted_opening_in_its_window(tiny_lm):
+    """LocalAgreement's window holds each step's hypothesis: a draft dropped for its opening is not one of them."""
+    session = scripted_line(tiny_lm.tokenizer, [OPENS_WITH_SOURCE_WORD, REDRAFTED_OPENING], REDRAFTED_OPENING)
+    lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
+    translator = LocalAgreementTranslator(lm, LocalAgreementConfig(target_lang="it"))
+    translator.reset()
+    assert not translator.feed([SourceWord("For")]).new_units
+    assert [h[0] for h in translator.hypotheses] == ["Per"]
+    assert translator.feed([SourceWord("instance,")]).new_units[:2] == ("Per", "esempio,")
 
 
 def test_waitk_config_rejects_a_bad_units_per_word():
@@ -774,7 +814,7 @@ def test_a_live_step_commits_nothing_from_where_its_draft_copies_the_source(tiny
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     config = AlignAttConfig(border=1000, final_max_new_tokens=60, language_turn_words=0)  # the copy rule alone
     translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
-    translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+    translator._draft_and_accept = lambda prompt, budget, accessible, banned: (  # every token accepted
         (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
     emissions = stream(translator, COPIED)
     live = [list(e.new_units) for e in emissions[:-1]]
@@ -804,7 +844,7 @@ def test_a_draft_that_turns_into_the_source_language_is_held_and_made_again(tiny
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=0, language_turn_words=turn_words)
     translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
-    translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+    translator._draft_and_accept = lambda prompt, budget, accessible, banned: (  # every token accepted
         (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
     emissions = stream(translator, TURNING)
     assert " ".join(u for e in emissions for u in e.new_units) == expected
@@ -857,7 +897,7 @@ def test_no_live_step_commits_a_draft_that_opens_in_the_source_language(tiny_lm,
         config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=copy_guard_words,
                                 language_turn_words=0)  # the rule for a turn later in the draft: tested below
         translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
-        translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+        translator._draft_and_accept = lambda prompt, budget, accessible, banned: (  # every token accepted
             (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
         return translator, stream(translator, source)
 
@@ -886,7 +926,7 @@ def test_no_live_step_commits_the_source_language_words_before_a_copy(tiny_lm):
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     config = AlignAttConfig(border=1000, max_new_tokens=60, copy_guard_words=4, language_turn_words=0)
     translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
-    translator._draft_and_accept = lambda prompt, budget, accessible: (  # every token accepted
+    translator._draft_and_accept = lambda prompt, budget, accessible, banned: (  # every token accepted
         (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
     translator.reset()
     words = [SourceWord(word, end_time=0.3 * (index + 1)) for index, word in enumerate(heard)]

@@ -26,8 +26,8 @@ def check_language_pair(source_lang: str, target_lang: str) -> None:
 
 
 # The draft rules `rule_off` turns off one at a time (docs/draft_rules.md measures each alone).
-DRAFT_RULES = ("loop", "foreign_script", "copy", "opening_copy", "final_retries", "opening_language", "language_turn",
-               "final_budget", "sentence_end", "min_accessible_words", "waitk_floor")
+DRAFT_RULES = ("loop", "foreign_script", "copy", "opening_copy", "opening_word", "final_retries", "opening_language",
+               "language_turn", "final_budget", "sentence_end", "min_accessible_words", "waitk_floor")
 # The rules that are a knob already: `rule_off` sets the knob to this value (off).
 KNOB_RULES = {"final_retries": ("final_retries", 0), "language_turn": ("language_turn_words", 0),
               "sentence_end": ("withhold_sentence_end", False),
@@ -49,7 +49,9 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
                                     "lower case) is a copy, not a translation: a live step commits nothing from "
                                     "it, a final draft is made again from it (`final_retries`); nor does a live "
                                     "step commit a segment's draft that opens in the source language (its "
-                                    "function words, not the target's); 0: off")
+                                    "function words, not the target's); a segment's draft that opens with the "
+                                    "source's first word, a function word of its language only, is drafted again "
+                                    "without it; 0: off")
     language_turn_words: int = knob(1, "a draft that turns into the source language, this many of its function "
                                        "words and none of the target's in five units, copies like a run of source "
                                        "words (`copy_guard_words`): \"Zweite, wir | aim to investigate the\"; "
@@ -59,9 +61,9 @@ class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
                                               "target unit that closes a sentence on (the speech cascade does)")
     rule_off: str = knob("", "measurement only: run with this one draft rule off (`DRAFT_RULES`: loop, "
-                             "foreign_script, copy, opening_copy, final_retries, opening_language, language_turn, "
-                             "final_budget, sentence_end, min_accessible_words, waitk_floor); empty or none: every "
-                             "rule on")
+                             "foreign_script, copy, opening_copy, opening_word, final_retries, opening_language, "
+                             "language_turn, final_budget, sentence_end, min_accessible_words, waitk_floor); empty "
+                             "or none: every rule on")
     instruction_position: str = knob("after_source", "where the prompt's instruction stands: after_source (paper "
                                                      "Eq. 1) or before_source (a step then re-computes only the "
                                                      "changed source, the template's closing and the target prefix)")

@@ -258,23 +258,23 @@ class LLMTranslator(StreamingTranslator):
 
     def _step(self, accessible: int, final: bool) -> Emission:
         """One step, top to bottom: build the prompt, draft, decide how much of the draft is a usable translation
-        (`DraftGuard.decide`), apply the policy's acceptance, emit. A final draft cut where it stops being one (a
-        copy of the source, a loop, a foreign script) is drafted again in one bounded loop, up to `final_retries`
-        times after the text before the cut, each banning the token the cut began with and the first token of every
-        copying retry ("So was | needed for a good generalization?" becomes "So was | benötigt für eine gute
-        Generalisierung."); where all copy, the first stands (an untranslated sentence says more than none)."""
+        (`DraftGuard.decide`), apply the policy's acceptance, emit. One bounded loop drafts again: once without its
+        first token, a segment's draft that opens with the source's first word ("For | esempio" becomes "Per
+        esempio"); up to `final_retries` times after the text before its cut, a final draft cut where it stops being
+        one (a copy, a loop, a foreign script), banning the token the cut began with and the first token of each
+        copying retry; where all copy, the first stands (an untranslated sentence says more than none)."""
         if not final and (accessible < max(1, self.config.min_accessible_words) or not self._may_write(accessible)):
             self.fired["min_accessible_words"] += 1 <= accessible < self.config.min_accessible_words
             return Emission()
         source = [w.text for w in self.source_words]
-        kept, banned, budget, first = "", [], None, ""  # a final draft's retries: see above
-        for _ in range(1 + self.config.final_retries):
-            # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
+        # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
+        step_key = (tuple(source), accessible, join_units(self.segment_units, self.target_unit), final)
+        if step_key == self._last_step_key:
+            return Emission()
+        self._last_step_key = step_key
+        kept, banned, budget, first, retry = "", [], None, "", False  # what is drafted again: see above
+        for _ in range(2 + self.config.final_retries):
             target_prefix = join_units(self.segment_units, self.target_unit) + kept
-            step_key = (tuple(source), accessible, target_prefix, final, tuple(banned))
-            if step_key == self._last_step_key:
-                return Emission()
-            self._last_step_key = step_key
             try:  # a live step needs the source map; the final draft does not, so it never fails on one
                 prompt = self.prompts.build(source, target_prefix, map_source=not final)
             except PromptError as error:  # e.g. a recognised "word" that owns no token: skip this step, keep the stream
@@ -289,12 +289,15 @@ class LLMTranslator(StreamingTranslator):
                 else self._decode(draft.tokens)
             decision = self.guard.decide(draft_text, prefix, source, live=not final)
             self.fired.update(decision.found)
+            if decision.redraft and not banned:  # the dropped draft is not recorded; `fired` counts it
+                banned = [draft.tokens[0]]
+                continue
             committed = self._accept(draft, draft_text, accepted, decision, final)
             copied = None if decision.copied is None else min(decision.copied, len(committed))
             self._record(Step(prompt, draft, draft_text, committed if copied is None else committed[:copied],
-                              accessible, scan, final, decision.cut, retry=bool(banned), copied=copied is not None,
+                              accessible, scan, final, decision.cut, retry=retry, copied=copied is not None,
                               floor_tokens=max(0, accepted - scan.accepted_tokens) if scan is not None else 0))
-            if banned:  # a retry: drafted again while it copies and retries are left
+            if retry:  # drafted again while it copies and retries are left
                 if copied is not None and committed.strip() and len(banned) < self.config.final_retries:
                     banned.append(draft.tokens[0])
                     continue
@@ -309,7 +312,7 @@ class LLMTranslator(StreamingTranslator):
             if not self.config.final_retries or kept_tokens == len(draft.tokens) or budget - kept_tokens < 1:
                 committed = first
                 break
-            budget, banned = budget - kept_tokens, [draft.tokens[kept_tokens]]
+            budget, banned, retry = budget - kept_tokens, [draft.tokens[kept_tokens]], True
         return self._emission(committed, accessible, final)
 
     def _draft(self, prompt: TranslationPrompt, accessible: int, final: bool, target_prefix: str,
@@ -319,7 +322,8 @@ class LLMTranslator(StreamingTranslator):
         by the policy (`_draft_and_accept`), a final one whole within `budget` (first: `_final_budget`), its first
         token not one of `banned`."""
         if not final:
-            return *self._draft_and_accept(prompt, self.config.max_new_tokens, accessible), self.config.max_new_tokens
+            return (*self._draft_and_accept(prompt, self.config.max_new_tokens, accessible, tuple(banned)),
+                    self.config.max_new_tokens)
         budget = budget or self._final_budget(prompt, target_prefix)
         draft = self.session.draft(prompt.token_ids, budget, capture=False, banned_first_tokens=tuple(banned),
                                    stop=lambda d: self._translation_over(d, prefix_units))
@@ -416,9 +420,10 @@ class LLMTranslator(StreamingTranslator):
         return units
 
     @abstractmethod
-    def _draft_and_accept(self, prompt: TranslationPrompt, budget: int, accessible: int
+    def _draft_and_accept(self, prompt: TranslationPrompt, budget: int, accessible: int, banned: tuple[int, ...]
                           ) -> tuple[Draft, int, ScanResult | None]:
-        """Draft from `prompt` and say how many leading draft tokens the policy accepts."""
+        """Draft from `prompt`, its first token not one of `banned`, and say how many leading draft tokens the policy
+        accepts."""
 
 
 class AlignAttTranslator(LLMTranslator):
@@ -446,7 +451,7 @@ class AlignAttTranslator(LLMTranslator):
         lm = lm or load_lm(config.backend, config.model, capture_heads=heads.heads, **config.lm_options())
         return cls(lm, config, heads)
 
-    def _draft_and_accept(self, prompt, budget, accessible):
+    def _draft_and_accept(self, prompt, budget, accessible, banned):
         scanner = DraftScanner(prompt.source_token_word, accessible, self.params)
         floor = self._floor_units(accessible)
 
@@ -465,7 +470,7 @@ class AlignAttTranslator(LLMTranslator):
             over = gate_over or self._text_over(text)
             return over
 
-        draft = self.session.draft(prompt.token_ids, budget, stop=stop)
+        draft = self.session.draft(prompt.token_ids, budget, stop=stop, banned_first_tokens=banned)
         while not scanner.failed and len(scanner.decisions) < len(draft.tokens):
             scan_next(draft)
         accepted = scanner.accepted_tokens
@@ -496,7 +501,7 @@ class WaitkTranslator(LLMTranslator):
     def from_config(cls, config: WaitkConfig, lm: CausalLM | None = None) -> "WaitkTranslator":
         return cls(lm or load_lm(config.backend, config.model, **config.lm_options()), config)
 
-    def _draft_and_accept(self, prompt, budget, accessible):
+    def _draft_and_accept(self, prompt, budget, accessible, banned):
         """Draft only until the units the schedule allows now are complete (the next one has begun): one new word
         per read costs a few tokens, not the whole budget."""
         allowed = self._budget(accessible, final=False) - len(self.segment_units)
@@ -505,7 +510,7 @@ class WaitkTranslator(LLMTranslator):
             text = self._decode(draft.tokens)
             return len(split_units(text, self.target_unit)) > allowed or self._text_over(text)
 
-        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop)
+        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop, banned_first_tokens=banned)
         if self.target_unit == "char":
             return draft, self._whole_tokens_within(draft, allowed), None
         return draft, len(draft.tokens), None
@@ -531,6 +536,7 @@ class LocalAgreementTranslator(LLMTranslator):
     def __init__(self, lm: CausalLM, config: LocalAgreementConfig):
         super().__init__(lm, config, heads=None)
         self.hypotheses: deque[list[str]] = deque(maxlen=config.agreement)
+        self._window_before = self.hypotheses.copy()  # the window before this step's draft (`_draft_and_accept`)
 
     @classmethod
     def from_config(cls, config: LocalAgreementConfig, lm: CausalLM | None = None) -> "LocalAgreementTranslator":
@@ -545,12 +551,16 @@ class LocalAgreementTranslator(LLMTranslator):
         self.hypotheses.clear()
         return emission
 
-    def _draft_and_accept(self, prompt, budget, accessible):
+    def _draft_and_accept(self, prompt, budget, accessible, banned):
         """The whole translation (budget as for a final draft), accepted up to the units every hypothesis of the
-        window agrees on; the window keeps each hypothesis' units after what is committed."""
+        window agrees on; the window keeps each hypothesis' units after what is committed. A draft made again
+        (`banned`) replaces the step's dropped one in the window."""
+        if banned:
+            self.hypotheses = self._window_before
+        self._window_before = self.hypotheses.copy()
         draft = self.session.draft(prompt.token_ids, self._final_budget(prompt, join_units(self.segment_units,
                                                                                               self.target_unit)),
-                                   capture=False, stop=self._translation_over)
+                                   capture=False, stop=self._translation_over, banned_first_tokens=banned)
         text = self._decode(draft.tokens)
         text = text[: self._usable_length(text)[0]]
         # The last unit may go on, whether the budget cut it or the draft ended on a partial source ("zusammen"
