@@ -17,14 +17,13 @@ from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
 from policies.degenerate import (
     CLOSING_QUOTES,
     OPENING_QUOTES,
-    OPENING_LANGUAGE_UNITS,
     PUNCTUATION_KEY,
     comparison_key,
     foreign_script_start,
     language_turn_start,
     opens_in_source_language,
 )
-from policies.function_words import exclusive_words, language_evidence, pair_has_function_words
+from policies.degenerate import opens_with_source_word as guard_opens_with_source_word
 from policies.transcript import ends_sentence
 from policies.units import split_units, target_unit_for
 
@@ -77,16 +76,11 @@ def repeats_clause(hypothesis: str, source: str, unit: str = "word") -> bool:
 
 
 def opens_with_source_word(units: list[str], source_words: list[str], source_lang: str, target_lang: str) -> bool:
-    """Whether a line opens with its source's own first word, a function word of the source language only, and
-    goes on in the target language, no such word among its next OPENING_LANGUAGE_UNITS - 1 units ("We | forniamo un
-    metodo" for "We provide a method"); a source that may be quoted (a title) keeps its words."""
-    if len(units) < 2 or not source_words or may_be_quoted(source_words) or not pair_has_function_words(
-            source_lang, target_lang):
-        return False
-    first = comparison_key(units[0])
-    if first != comparison_key(source_words[0]) or first not in exclusive_words(source_lang, target_lang):
-        return False
-    return language_evidence([comparison_key(u) for u in units[1:OPENING_LANGUAGE_UNITS]], source_lang, target_lang)[0] == 0
+    """Whether a line opens with its source's own first word and goes on in the target language ("We | forniamo un
+    metodo" for "We provide a method": `policies.degenerate.opens_with_source_word`, the redraft's own check); a
+    source that may be quoted (a title) keeps its words."""
+    return not may_be_quoted(source_words) and guard_opens_with_source_word([], units, source_words, source_lang,
+                                                                              target_lang)
 
 
 SENTENCE_START = re.compile(r"(?:^|[.!?。！？]\s+)")

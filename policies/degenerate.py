@@ -218,7 +218,9 @@ class DraftGuard:
             found.append("opening_language")
         redraft = guarded and "opening_word" not in self.off and opens_with_source_word(
             prefix_units, units, source_words, self.source_lang, self.target_lang)
-        return Decision(length, cut, copied, (*found, *["opening_word"] * redraft), redraft)
+        if redraft:
+            found.append("opening_word")
+        return Decision(length, cut, copied, tuple(found), redraft)
 
     def usable_length(self, prefix_units: Sequence[str], draft_text: str, *,
                       found: list[str] | None = None) -> tuple[int, str]:
