@@ -31,7 +31,7 @@ def simulstream_agents() -> dict[str, type]:
         WaitkTranslator,
         resolve_heads,
     )
-    from backends.choice import lm_load
+    from backends.choice import lm_weights
     from backends.heads import every_direction_heads
 
     class LLMCascadeAgent(CascadeSpeechProcessor):
@@ -47,7 +47,7 @@ def simulstream_agents() -> dict[str, type]:
 
         @classmethod
         def segment_model_load(cls, config):
-            return lm_load(config.backend, config.model, capture_heads=cls.capture_heads(config),
+            return lm_weights(config.backend, config.model, capture_heads=cls.capture_heads(config),
                            **config.lm_options())
 
         @classmethod

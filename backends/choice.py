@@ -48,7 +48,7 @@ def runtime_name(name: str) -> str:
     return name
 
 
-def lm_load(backend: str, model: str, *, dtype: str = "float32", device: str = "cpu",
+def lm_weights(backend: str, model: str, *, dtype: str = "float32", device: str = "cpu",
             capture_heads: Sequence[tuple[int, int]] | None = None, gguf_weights: str = "", n_threads: int = 0,
             n_ctx: int = 2048, compiled: bool = False) -> WeightLoad:
     """The load of `model` on `backend` with only the options that runtime takes, so that the load's key (what
@@ -59,8 +59,3 @@ def lm_load(backend: str, model: str, *, dtype: str = "float32", device: str = "
     return WeightLoad.taking(RUNTIMES[runtime_name(backend)], model, dtype=dtype, device=device,
                              capture_heads=tuple(capture_heads) if capture_heads else None,
                              gguf_weights=gguf_weights, n_threads=n_threads, n_ctx=n_ctx, compiled=compiled)
-
-
-def load_lm(backend: str, model: str, **options):
-    """Load `model` on `backend` now (`lm_load`'s options)."""
-    return lm_load(backend, model, **options).load()

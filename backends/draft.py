@@ -2,9 +2,11 @@
 runtime's `draft` shares: the ids that end a draft, the argument checks. Needs no torch."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from numbers import Real
+from typing import Any, Callable, Iterable, Sequence
 
 from backends.recorder import QKRecorder
 from backends.replay import replay_attention
@@ -68,7 +70,8 @@ def stop_token_ids(model, tokenizer) -> set[int]:
     return ids
 
 
-def check_draft_request(prompt_ids: Sequence[int], max_new_tokens: int, capture: bool, has_heads: bool) -> None:
+def check_draft_request(prompt_ids: Sequence[int], max_new_tokens: int, capture: bool, has_heads: bool,
+                        repetition_penalty: float = 1.0) -> None:
     """The argument checks of every backend's `draft`."""
     if not prompt_ids:
         raise ValueError("empty prompt")
@@ -76,3 +79,39 @@ def check_draft_request(prompt_ids: Sequence[int], max_new_tokens: int, capture:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if capture and not has_heads:
         raise ValueError("capture requested but the session was opened without heads")
+    if (isinstance(repetition_penalty, bool) or not isinstance(repetition_penalty, Real)
+            or not math.isfinite(repetition_penalty) or repetition_penalty < 1.0):
+        raise ValueError(f"repetition_penalty must be a finite number >= 1.0, got {repetition_penalty!r}: pass 1.0 "
+                         f"for no penalty, or a value above it (AlignAtt4LLM drafts with 1.05); a value below 1.0 "
+                         f"would reward repetition and is not supported")
+
+
+# The repetition penalty of HF transformers' `RepetitionPenaltyLogitsProcessor` (transformers 5.25,
+# generation/logits_process.py: `torch.where(score < 0, score * penalty, score / penalty)` on the float32 row, for the
+# ids gathered from every prompt and generated token) and of vLLM's sampler (vLLM 0.32,
+# model_executor/layers/utils.py `apply_penalties` -> `_custom_ops.apply_repetition_penalties`: ids in the prompt's or
+# the output's bin mask, logits > 0 scaled by 1/penalty, others by penalty, in float32, before greedy sampling).
+# vLLM multiplies by the reciprocal where transformers divides (at most one rounding apart; PyTorch's CUDA division by a
+# Python scalar is itself a multiplication by the reciprocal); this follows transformers, op for op.
+def penalise_repetitions(logits, seen_ids: Iterable[int], penalty: float):
+    """One row of float32 logits (a torch tensor or a numpy array, changed in place and returned) with the logit of
+    every distinct id of `seen_ids` divided by `penalty` where it is > 0 and multiplied by it where it is < 0."""
+    ids = sorted(set(seen_ids))
+    picked = logits[ids]  # a copy
+    negative = picked < 0
+    picked[negative] *= penalty
+    picked[~negative] /= penalty
+    logits[ids] = picked
+    return logits
+
+
+def greedy_picker(draft: Draft, prompt_ids: Sequence[int], penalty: float,
+                  as_float32: Callable[[Any], Any] = lambda row: row) -> Callable[[Any], int]:
+    """`pick(logits) -> token id`: the greedy choice (argmax, ties to the lower id) of one row of logits (the caller's
+    to change); with a `penalty` other than 1.0, of the row made float32 by `as_float32` and penalised
+    (`penalise_repetitions`) for every id of the prompt and of `draft.tokens` at the time of the pick. A penalty of
+    1.0 is a plain argmax: no other operation on the logits."""
+    if penalty == 1.0:
+        return lambda logits: int(logits.argmax())
+    prompt = frozenset(prompt_ids)
+    return lambda logits: int(penalise_repetitions(as_float32(logits), prompt.union(draft.tokens), penalty).argmax())

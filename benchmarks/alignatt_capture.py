@@ -25,7 +25,7 @@ from agents.systems.llm import resolve_heads
 from agents.systems.config import AlignAttConfig
 from backends.hf.cache_keyword import cache_kwargs, returned_cache
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.hf.reference import eager_attention
 from backends.models import load_causal_lm
 from policies.alignatt import AlignAttParams, scan_draft

@@ -12,6 +12,7 @@ import time
 import eval_configs
 from agents.systems.config import AlignAttConfig
 from agents.systems.llm import AlignAttTranslator, resolve_heads
+from agents.systems.events import StepLog
 from backends.hf.lm import CausalLM
 from common.config import config_from_yaml
 from common.stream import SourceWord
@@ -28,10 +29,14 @@ SENTENCES = [
 
 def run(translator: AlignAttTranslator, sentences: list[str]) -> tuple[int, float, list]:
     started, draft_tokens, emitted = time.perf_counter(), 0, []
+    log = StepLog()
+    translator.observers.append(log)
     for sentence in sentences:
         translator.reset()
+        log.steps.clear()
         emitted.append([translator.feed([SourceWord(word)]).new_units for word in sentence.split()])
-        draft_tokens += sum(len(step.draft.tokens) for step in translator.steps)
+        draft_tokens += sum(len(step.draft.tokens) for step in log.steps)
+    translator.observers.remove(log)
     return draft_tokens, time.perf_counter() - started, emitted
 
 

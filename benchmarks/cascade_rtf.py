@@ -103,7 +103,7 @@ def resident_mib() -> float:
 def stream_structure_sizes(translator: CascadeTranslator) -> str:
     """The lengths of the cascade's per-stream state that could grow with a talk (the emitted output excluded)."""
     return (f"tail {len(translator.tail) / translator.SAMPLE_RATE:.1f} s, "
-            f"kept sentences {len(translator.committed_sentences)}, kept MT steps {len(translator.translator.steps)}, "
+            f"kept sentences {len(translator.committed_sentences)}, "
             f"emitted units {len(translator.emitted_units)}")
 
 
@@ -211,10 +211,11 @@ def trained_length_cascade(config: CascadeConfig, spoken) -> CascadeTranslator:
     """The cascade with random weights doing a trained model's work: the recogniser transcribes the talk's own words
     at a trained model's token count, the translator drafts every step to its budget or the policy's stop (no
     end-of-turn) and each final draft to a translation's length (`trained_lengths`)."""
-    from agents.systems.llm import load_lm, resolve_heads
+    from agents.systems.llm import resolve_heads
+    from backends.choice import lm_weights
 
     heads = resolve_heads(config)
-    lm = load_lm(config.backend, config.model, capture_heads=heads.heads, **config.lm_options())
+    lm = lm_weights(config.backend, config.model, capture_heads=heads.heads, **config.lm_options()).load()
     ratio = final_budget_ratio(lm.tokenizer, [s.text for s in spoken], config.target_lang)
     config = dataclasses.replace(config, final_budget_ratio=ratio, final_budget_slack=0)
     lm.stop_token_ids = frozenset()

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from agents.systems.events import Step
 from agents.simulstream_cli import CommandError, agent_class, processor_config
 from common.audio import AudioError, decode_audio_16k
 from common.synthetic_speech import SAMPLE_RATE
@@ -49,32 +50,26 @@ class Tracer:
         self.cascade, self.out = cascade, out
         self.translator = cascade.translator
         self.records: list[dict] = []
+        self.added: list[Step] = []  # the steps the translator reported during the call being traced
+        self.translator.observers.append(self._observe)
         revise, finish = self.translator.revise, self.translator.finish_segment
         self.translator.revise = lambda words, now=None, hold_back=0.0: self._traced(
             "live", words, revise, words, now, hold_back)
         self.translator.finish_segment = lambda words: self._traced("final", words, finish, words)
 
-    def _latest_step(self):
-        steps = getattr(self.translator, "steps", None)  # an LLM translator's latest steps (agents/systems/llm.py)
-        return steps[-1] if steps else None
-
-    def _steps_since(self, before) -> list:
-        """The steps added after `before` (a bounded deque: found by identity, from the newest back)."""
-        added = []
-        for step in reversed(getattr(self.translator, "steps", None) or ()):
-            if step is before:
-                break
-            added.append(step)
-        return added[::-1]
+    def _observe(self, event) -> None:
+        if isinstance(event, Step) and not event.dropped:
+            self.added.append(event)
 
     def _text(self, units) -> str:
         return join_units(list(units), self.translator.target_unit)
 
     def _traced(self, kind: str, words, call, *args):
-        """`call(*args)`, recorded: the step it added (a bounded deque: compared by identity, not length)."""
-        before, step_before = self._text(self.translator.segment_units), self._latest_step()
+        """`call(*args)`, recorded with the steps it reported."""
+        before = self._text(self.translator.segment_units)
+        self.added = []
         emission = call(*args)
-        added = self._steps_since(step_before)
+        added = self.added
         step = added[0] if added else None
         record = {"kind": kind, "now": round(self.cascade.now, 3), "words": [w.text for w in words]}
         if kind == "live":
@@ -83,7 +78,7 @@ class Tracer:
                        "emitted": self._text(emission.new_units)})
         if emission.joins_last_unit:  # "emitted" goes on inside target_before's last word ("Open" + "AI eine")
             record["joins_last_unit"] = True
-        if len(added) > 1:  # a final draft cut as degenerate and drafted again (LLMTranslator._redraft_final)
+        if len(added) > 1:  # a final draft cut as degenerate and drafted again (LLMTranslator._next_attempt)
             record["retry_drafts"] = [retry.draft_text for retry in added[1:]]
         self.records.append(record)
         self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -132,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     cascade = cls.build_translator(config, cls.shared(config))
-    if not hasattr(cascade, "translator") or not hasattr(cascade.translator, "segment_units"):
+    if not hasattr(cascade, "translator") or not hasattr(cascade.translator, "observers"):
         print(f"error: {args.agent} is not a speech cascade over a segment translator", file=sys.stderr)
         return 1
     if args.minutes:

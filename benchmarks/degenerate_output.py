@@ -15,14 +15,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.systems.config import AlignAttConfig, WaitkConfig  # noqa: E402
 from agents.systems.llm import AlignAttTranslator, WaitkTranslator  # noqa: E402
-from backends.choice import load_lm  # noqa: E402
+from agents.systems.events import StepLog  # noqa: E402
+from backends.choice import lm_weights  # noqa: E402
 from common.datasets import evenly_spaced, load_mcif, mcif_split, shared_data_dir  # noqa: E402
 from common.stream import SourceWord  # noqa: E402
 
 
-def unguarded_final(translator, budget: int = 256) -> str:
+def unguarded_final(translator, step, budget: int = 256) -> str:
     """The final flush as it was before the guards: the whole budget, stopped by end tokens only."""
-    step = translator.steps[-1]
     draft = translator.session.draft(step.prompt.token_ids, budget, capture=False)
     return translator.lm.decode(draft.tokens)
 
@@ -38,24 +38,27 @@ def main() -> int:
     lines = evenly_spaced(mcif_split(load_mcif(shared_data_dir(), args.target_lang), args.split), args.lines)
     if args.system == "waitk":
         config = WaitkConfig(target_lang=args.target_lang, k=3)
-        translator = WaitkTranslator(load_lm("hf", "embedded"), config)
+        translator = WaitkTranslator(lm_weights("hf", "embedded").load(), config)
     else:
         config = AlignAttConfig(target_lang=args.target_lang, border=-2)
         translator = AlignAttTranslator.from_config(config)
+    log = StepLog()
+    translator.observers.append(log)
     out = open(args.out, "w", encoding="utf-8") if args.out else None
     started, flagged, source_words, guarded_words, unguarded_words = time.time(), 0, 0, 0, 0
     for line in lines:
         words = line.source.split()
         translator.reset()
+        log.steps.clear()
         for word in words:
             translator.feed([SourceWord(word)])
         translator.flush()
-        final = translator.steps[-1]
-        before = unguarded_final(translator) if final.prompt is not None else ""
+        final = log.steps[-1]
+        before = unguarded_final(translator, final) if final.prompt is not None else ""
         # What the old flush would have emitted: the committed units before the final step plus its whole draft.
         committed_before = translator.target_text[: len(translator.target_text) - len(final.committed_text)].strip()
         old_text = (committed_before + " " + before.replace("\ufffd", "")).strip()
-        degenerate = any(step.degenerate for step in translator.steps)
+        degenerate = any(step.degenerate for step in log.steps)
         ratio_new = len(translator.target_text.split()) / len(words)
         ratio_old = len(old_text.split()) / len(words)
         source_words += len(words)

@@ -134,9 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from backends.heads import default_heads, load_heads
     from backends.hf.lm import CausalLM
-    from backends.hf.prompt import PromptBuilder
+    from backends.prompt import PromptBuilder
     from backends.models import EMBEDDED_MODEL, load_causal_lm
-    from agents.cli import split_data_dir
+    from evaluation.cli import split_data_dir
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from cpu import cpu_summary  # benchmarks/cpu.py
 

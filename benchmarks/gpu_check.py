@@ -124,7 +124,7 @@ def capture_rows(device: str, tokens: int) -> list[Row]:
     from agents.systems.config import AlignAttConfig
     from agents.systems.llm import resolve_heads
     from backends.hf.lm import CausalLM
-    from backends.hf.prompt import PromptBuilder
+    from backends.prompt import PromptBuilder
     from backends.hf.reference import eager_source_attention
 
     lm = decode_whole_budget(CausalLM.load(GEMMA4_E4B_REPO, dtype="float32", device=device))
@@ -174,7 +174,7 @@ def speed_rows(device: str, dtype: str, tokens: int, prompt_count: int, compiled
     from agents.systems.config import AlignAttConfig
     from agents.systems.llm import resolve_heads
     from backends.hf.lm import CausalLM
-    from backends.hf.prompt import PromptBuilder
+    from backends.prompt import PromptBuilder
     from policies.alignatt import AlignAttParams
 
     eager = decode_whole_budget(CausalLM.load(GEMMA4_E4B_REPO, dtype=dtype, device=device))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.evaluation.data import mcif_speech_set
+from evaluation.data import mcif_speech_set
 from agents.systems.config import CascadeConfig
 from backends.asr import load_recognizer
 from common.audio import decode_audio_16k, wav_list_paths

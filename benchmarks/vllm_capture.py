@@ -24,7 +24,7 @@ from alignatt_capture import prompts  # benchmarks/alignatt_capture.py: the same
 
 from agents.systems.config import AlignAttConfig
 from agents.systems.llm import resolve_heads
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.vllm.lm import VLLMCausalLM
 from policies.alignatt import AlignAttParams, scan_draft
 from cpu import cpu_summary  # noqa: E402  benchmarks/cpu.py (this script's folder is on sys.path)

@@ -38,6 +38,12 @@ def with_default(owner: Type, name: str, value: Any) -> Any:
     return dataclasses.field(default=value, metadata=owner.__dataclass_fields__[name].metadata)
 
 
+def same_knob(owner: Type, name: str) -> Any:
+    """The knob `name` as `owner` declares it, default included: a config that holds another's knobs (the AlignAtt
+    config, the gate's) declares none of them again."""
+    return with_default(owner, name, owner.__dataclass_fields__[name].default)
+
+
 def language_knob(default: str, help: str) -> str:
     """A language field: given as an ISO code or a name in any case (YAML, flags, namespaces), held as its ISO code."""
     return knob(default, f"{help}: an ISO code or English name, e.g. de or German", parse=language_code)
@@ -86,14 +92,41 @@ def add_config_args(parser: argparse.ArgumentParser, config_class: Type) -> None
         )
 
 
+EXTENDS = "extends"  # a preset's key naming the preset it derives from (its own keys win)
+
+
 def read_yaml(path: str | Path) -> dict:
+    """A YAML preset's knobs, over those of the preset it `extends` (resolved by `with_extends`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist; shipped operating points are in eval_configs/")
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a YAML mapping of knob: value")
-    return data
+    return with_extends(data, path.parent, (path.resolve(),))
+
+
+def with_extends(values: dict, folder: Path | None = None, seen: tuple[Path, ...] = ()) -> dict:
+    """`values` over the preset their `extends` key names: a YAML file relative to `folder` (the extending file's),
+    else a shipped preset by name (`eval_configs/NAME.yaml`), which is how a harness that read the YAML itself
+    (simulstream's processor config) finds it."""
+    values = dict(values)
+    parent = values.pop(EXTENDS, None)
+    if parent is None:
+        return values
+    import eval_configs
+
+    candidate = Path(folder or ".") / str(parent)
+    try:
+        base = candidate if candidate.is_file() else eval_configs.path(str(parent))
+    except FileNotFoundError as error:
+        raise ConfigError(f"{EXTENDS}: {parent!r} is neither a file next to the preset nor {error}") from None
+    if base.resolve() in seen:
+        raise ConfigError(f"{EXTENDS}: {parent!r} comes back to a preset it started from")
+    data = yaml.safe_load(base.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{base} must hold a YAML mapping of knob: value")
+    return {**with_extends(data, base.parent, (*seen, base.resolve())), **values}
 
 
 def build_config(config_class: Type[T], values: dict) -> T:

@@ -41,8 +41,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks"), str(REPO / "tests")]
 
-from agents.evaluation.data import mcif_speech_set  # noqa: E402
-from agents.evaluation.scoring import score_speech  # noqa: E402
+from evaluation.data import mcif_speech_set  # noqa: E402
+from evaluation.scoring import score_speech  # noqa: E402
 from backends.cpu import cpu_info  # noqa: E402
 from common.audio import decode_audio_16k  # noqa: E402
 

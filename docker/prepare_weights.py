@@ -15,17 +15,16 @@ import shutil
 import sys
 from pathlib import Path
 
-import yaml
-
 from backends.asr.whisper import resolve_whisper_model
 from backends.models import resolve_model, resolve_tokenizer
 from backends.sources import cache_dir
+from common.config import read_yaml
 
 
 def preset_weights(preset: str | Path) -> dict[str, Path]:
     """{knob: local path} for the MT model (on llama.cpp: the GGUF file it runs and its tokenizer; else the model
     directory), the recogniser and (qwen3) the forced aligner of `preset`."""
-    config = yaml.safe_load(Path(preset).read_text())
+    config = read_yaml(preset)
     model = config.get("model", "embedded")
     found = {}
     if config.get("backend") == "llama_cpp":

@@ -1,10 +1,9 @@
-"""Where a one-line translation draft stops being a translation (a line break, a loop, a foreign script, a copy of
-the source, a turn into its language, an opening with its first word): pure rules, decided as one by `DraftGuard`.
+"""Draft filters: where a one-line translation draft stops being a translation (a line break, a loop, a foreign
+script, a copy of the source, a turn into its language, an opening with its first word), one small class each.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 
@@ -174,96 +173,176 @@ OPENING_QUOTES = "\"“„«»「『"  # a quotation's marks (`quoted_units`)
 CLOSING_QUOTES = "\"”“«»」』"
 
 
-# What cut a draft (`DraftGuard.usable_length`): a line break ends a one-line translation, the others a degenerate one.
-LINE_BREAK, FOREIGN_SCRIPT, LOOP = "line break", "foreign script", "loop"
-DEGENERATE_CUTS = (FOREIGN_SCRIPT, LOOP)
+@dataclass(frozen=True)
+class DraftText:
+    """What a filter looks at: a draft's text, the target units committed before it in the segment (`prefix`), the
+    segment's source words, and whether the step is live (the source may still grow)."""
+
+    text: str
+    prefix: Sequence[str]
+    source: Sequence[str]
+    live: bool = False
+
+
+CUT, COPY, REDRAFT = "cut", "copy", "redraft"  # what a filter's find means (`DraftFilter.kind`)
 
 
 @dataclass(frozen=True)
-class Decision:
-    """A draft's usable translation: its first `length` characters, ended by `cut` (or ""), of which the first `copied`
-    copy nothing (None: none copies); `redraft`: drafted again with its first token banned instead (it opens with the
-    source's first word); `found`: the rules whose checks found something (docs/draft_rules.md)."""
-
-    length: int = 0
-    cut: str = ""
-    copied: int | None = None
-    found: tuple[str, ...] = ()
-    redraft: bool = False
-
-
-@dataclass(frozen=True)
-class DraftGuard:
-    """Every rule of this module for one translation direction, decided as one: `decide`."""
+class FilterSettings:
+    """What the filters of one translation direction are set with."""
 
     unit: Unit
+    source_lang: str
     target_lang: str
-    copy_run: int = 0  # `copy_length`: this many consecutive source words repeated in the draft are a copy; 0: off
-    source_lang: str = ""  # `language_turn_start`, `opens_in_source_language`: the source's language
-    turn_words: int = 0  # `copy_length`: a draft that turns into `source_lang` (`language_turn_start`) copies; 0: off
-    off: frozenset[str] = frozenset()  # rules measured off (config.DRAFT_RULES)
-
-    def decide(self, draft_text: str, prefix_units: Sequence[str], source_words: Sequence[str],
-               live: bool = False) -> Decision:
-        """A draft's usable length (`usable_length`) and, of that, what copies nothing (`copy_length`; a `live` draft
-        that opens the segment in the source language copies from its start: a later draft may translate); or that
-        it is drafted again without its first token (`opens_with_source_word`)."""
-        found: list[str] = []
-        length, cut = self.usable_length(prefix_units, draft_text, found=found)
-        copied = self.copy_length(prefix_units, draft_text[:length], source_words, found=found)
-        units, guarded = split_units(draft_text[:length], self.unit), self.copy_run >= 1
-        if live and guarded and "opening_language" not in self.off and opens_in_source_language(
-                prefix_units, units, self.source_lang, self.target_lang):
-            copied = 0
-            found.append("opening_language")
-        redraft = guarded and "opening_word" not in self.off and opens_with_source_word(
-            prefix_units, units, source_words, self.source_lang, self.target_lang)
-        if redraft:
-            found.append("opening_word")
-        return Decision(length, cut, copied, tuple(found), redraft)
-
-    def usable_length(self, prefix_units: Sequence[str], draft_text: str, *,
-                      found: list[str] | None = None) -> tuple[int, str]:
-        """(length, cut): how much of `draft_text` after `prefix_units` is still a translation, and what ended it
-        (LINE_BREAK, one of DEGENERATE_CUTS, or ""); nothing after a cut is used. The rules that fired: `found`."""
-        found = [] if found is None else found
-        newline = re.search(r"[\r\n\u2028\u2029]", draft_text)  # a one-line translation ends there
-        length, cut = (len(draft_text), "") if newline is None else (newline.start(), LINE_BREAK)
-        if "foreign_script" not in self.off and (start := _found(found, "foreign_script", foreign_script_start(
-                split_units(draft_text[:length], self.unit), self.target_lang))) is not None:
-            length, cut = units_prefix_length(draft_text[:length], self.unit, start), FOREIGN_SCRIPT
-        units = split_units(draft_text[:length], self.unit)  # a loop's second copy goes, never text before the draft
-        if "loop" not in self.off and _found(found, "loop", loop := loop_start([*prefix_units, *units], self.unit)) \
-                is not None:
-            length, cut = units_prefix_length(draft_text[:length], self.unit, max(0, loop - len(prefix_units))), LOOP
-        return length, cut
-
-    def copy_length(self, prefix_units: Sequence[str], draft_text: str, source_words: Sequence[str], *,
-                    found: list[str] | None = None) -> int | None:
-        """Length of `draft_text` after `prefix_units` before it copies `source_words` (`copy_start`,
-        `opening_copy_start`) or turns into the source language (`language_turn_start`), or None."""
-        found = [] if found is None else found
-        units = split_units(draft_text, self.unit)
-        run = 0 if "copy" in self.off else self.copy_run
-        copy = _found(found, "copy", copy_start(prefix_units, units, source_words, run))
-        if copy is None and "opening_copy" not in self.off:
-            copy = _found(found, "opening_copy", opening_copy_start(prefix_units, units, source_words, run))
-        starts = [start for start in (copy, _found(found, "language_turn", language_turn_start(
-            prefix_units, units, self.source_lang, self.target_lang, self.turn_words))) if start is not None]
-        return units_prefix_length(draft_text, self.unit, min(starts)) if starts else None
+    copy_words: int = 4  # `Copy`: this many consecutive source words repeated in the draft are a copy
+    turn_words: int = 1  # `LanguageTurn`: source-only function words that make a turn
 
 
-def _found(found: list[str], rule: str, start):
-    """`start`, with `rule` added to `found` where it is not None."""
-    if start is not None:
-        found.append(rule)
-    return start
+class DraftFilter:
+    """A rule that says where a draft stops being a translation: `find` gives the character where it does, or None;
+    a rule over the draft's units (`split_units`) gives the unit instead (`start`).
+
+    kind CUT: the text ends there (nothing after it is used; drafting stops there); COPY: from there it copies the
+    source (a live step commits nothing from there, a final draft is made again from there); REDRAFT: the draft is
+    made again without its first token."""
+
+    name: str
+    kind: str
+
+    def __init__(self, settings: FilterSettings):
+        self.settings = settings
+
+    def find(self, draft: DraftText) -> int | None:
+        unit = self.settings.unit
+        start = self.start(split_units(draft.text, unit), draft)
+        return None if start is None else units_prefix_length(draft.text, unit, start)
+
+    def start(self, units: list[str], draft: DraftText) -> int | None:
+        """The index of the draft's unit where it stops being a translation, or None."""
+        raise NotImplementedError
 
 
-def final_budget(source_tokens: int, target_prefix_tokens: int, ratio: float, slack: int, cap: int) -> int:
-    """Tokens a final draft may use: ratio x source tokens + slack for the segment's target, less what is committed,
-    within [1, cap] (a budget far beyond the source's length only buys room for loops)."""
-    if ratio <= 0 or slack < 0 or cap < 1:
-        raise ValueError(f"need ratio > 0, slack >= 0 and cap >= 1, got {ratio}, {slack}, {cap}")
-    total = math.ceil(ratio * source_tokens) + slack
-    return max(1, min(cap, total - target_prefix_tokens))
+class LineEnd(DraftFilter):
+    """A one-line translation ends at its first line break."""
+
+    name, kind = "line_end", CUT
+
+    def find(self, draft):
+        newline = re.search(r"[\r\n\u2028\u2029]", draft.text)
+        return None if newline is None else newline.start()
+
+
+class ForeignScript(DraftFilter):
+    """The model switched script (`foreign_script_start`)."""
+
+    name, kind = "foreign_script", CUT
+
+    def start(self, units, draft):
+        return foreign_script_start(units, self.settings.target_lang)
+
+
+class Loop(DraftFilter):
+    """A loop's second copy goes (`loop_start`), never text before the draft."""
+
+    name, kind = "loop", CUT
+
+    def start(self, units, draft):
+        start = loop_start([*draft.prefix, *units], self.settings.unit)
+        return None if start is None else max(0, start - len(draft.prefix))
+
+
+class Copy(DraftFilter):
+    """A run of `copy_words` source words repeated in order (`copy_start`)."""
+
+    name, kind = "copy", COPY
+
+    def start(self, units, draft):
+        return copy_start(draft.prefix, units, draft.source, self.settings.copy_words)
+
+
+class OpeningCopy(DraftFilter):
+    """A segment's draft too short for a `Copy` run that opens with the source's first words, one of them in lower
+    case (`opening_copy_start`)."""
+
+    name, kind = "opening_copy", COPY
+
+    def start(self, units, draft):
+        return opening_copy_start(draft.prefix, units, draft.source, self.settings.copy_words)
+
+
+class LanguageTurn(DraftFilter):
+    """A draft that turns into the source language (`language_turn_start`)."""
+
+    name, kind = "language_turn", COPY
+
+    def start(self, units, draft):
+        s = self.settings
+        return language_turn_start(draft.prefix, units, s.source_lang, s.target_lang, s.turn_words)
+
+
+class OpeningLanguage(DraftFilter):
+    """A live draft that opens the segment in the source language copies from its start
+    (`opens_in_source_language`): a later draft, seeing more words, may translate."""
+
+    name, kind = "opening_language", COPY
+
+    def start(self, units, draft):
+        s = self.settings
+        return 0 if draft.live and opens_in_source_language(draft.prefix, units, s.source_lang, s.target_lang) \
+            else None
+
+
+class OpeningWord(DraftFilter):
+    """A segment's draft that opens with the source's first word is made again without it
+    (`opens_with_source_word`)."""
+
+    name, kind = "opening_word", REDRAFT
+
+    def start(self, units, draft):
+        s = self.settings
+        return 0 if opens_with_source_word(draft.prefix, units, draft.source, s.source_lang, s.target_lang) else None
+
+
+# Every filter by the name a preset lists it under (`draft_filters`), in the order they apply: the cuts first, each
+# on what the earlier ones left, then the others on the text the cuts left.
+DRAFT_FILTERS: dict[str, type[DraftFilter]] = {cls.name: cls for cls in (
+    LineEnd, ForeignScript, Loop, Copy, OpeningCopy, LanguageTurn, OpeningLanguage, OpeningWord)}
+DEGENERATE_CUTS = (ForeignScript.name, Loop.name)  # the cuts of a draft that stopped being a translation
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the filters made of a draft: its usable text is its first `length` characters, ended by the filter `cut`
+    ("" where none cut it), of which the first `copied` copy nothing (None: nothing copies); `redraft`: make it again
+    without its first token; `found`: the filters that found something, in order."""
+
+    length: int
+    cut: str = ""
+    copied: int | None = None
+    redraft: bool = False
+    found: tuple[str, ...] = ()
+
+
+def make_filters(names: Sequence[str], settings: FilterSettings) -> tuple[DraftFilter, ...]:
+    """The filters named, in `DRAFT_FILTERS`' order; a ValueError naming an unknown one."""
+    unknown = sorted(set(names) - set(DRAFT_FILTERS))
+    if unknown:
+        raise ValueError(f"unknown draft filter(s) {', '.join(unknown)}; the filters are {', '.join(DRAFT_FILTERS)}")
+    return tuple(cls(settings) for name, cls in DRAFT_FILTERS.items() if name in names)
+
+
+def judge(filters: Sequence[DraftFilter], draft: DraftText) -> Verdict:
+    """Apply `filters` (`make_filters`' order) to a draft: each cut shortens the text the later filters see."""
+    length, cut, copied, redraft, found = len(draft.text), "", None, False, []
+    for rule in filters:
+        start = rule.find(DraftText(draft.text[:length], draft.prefix, draft.source, draft.live))
+        if start is None:
+            continue
+        found.append(rule.name)
+        if rule.kind == CUT:
+            length, cut = start, rule.name
+        elif rule.kind == COPY:
+            copied = start if copied is None else min(copied, start)
+        else:
+            redraft = True
+    return Verdict(length, cut, copied, redraft, tuple(found))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.models import load_causal_lm
 
 SOURCES = ["the committee approved the new budget".split(), "after a long debate in the regional parliament".split()]

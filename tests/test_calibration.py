@@ -15,7 +15,7 @@ from backends.hf.calibrate import (
     aligned_target_tokens, calibrate, head_hits, locate_words, rank_heads, score_prompt_layout, translation_scores,
 )
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptBuilder, PromptError
+from backends.prompt import PromptBuilder, PromptError
 from backends.hf.reference import eager_source_attention
 from backends.models import load_causal_lm
 

@@ -18,9 +18,10 @@ from common.stream import TimedWord
 from backends.asr.base import SpeechRecognizer
 from backends.heads import HeadSet
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptError
+from backends.prompt import PromptError
 from backends.models import load_causal_lm
 
+from observed import observe
 from fake_agents import RATE, TIMELINE, TimelineRecognizer, timeline_audio  # noqa: E402
 
 
@@ -53,6 +54,7 @@ def test_fake_asr_no_emission_and_no_asr_before_min_start(tiny_lm):
 
 def test_fake_asr_hold_back_uses_one_absolute_time_base_after_tail_cuts(tiny_lm):
     translator = cascade(tiny_lm, hold_back=0.25, min_start_seconds=0.0)
+    seen = observe(translator)
     audio = timeline_audio(4.4)
     translator.feed_audio(audio[: int(3.0 * RATE)])
     translator.feed_audio(audio[int(3.0 * RATE): int(3.2 * RATE)])
@@ -62,7 +64,7 @@ def test_fake_asr_hold_back_uses_one_absolute_time_base_after_tail_cuts(tiny_lm)
         ["the", "committee", "approved", "the", "budget."]]
     assert translator.stabilizer.tail_start == pytest.approx(2.7)  # midway through the 2.4-3.0 pause
     translator.feed_audio(audio[int(3.6 * RATE):])  # now = 4.4 s
-    step = translator.translator.steps[-1]
+    step = seen.steps[-1]
     # Live words end at 3.5, 3.7, 4.3 (absolute); with now - hold_back = 4.15, two are accessible. Tail-relative
     # times (the reference's bug) would make all three accessible.
     assert [w.text for w in translator.live_words] == ["schools", "and", "hospitals"]
@@ -302,6 +304,7 @@ class SilentAtTheEndRecognizer(TimelineRecognizer):
 
 def test_fake_asr_an_empty_last_transcription_still_translates_the_live_words(tiny_lm):
     translator = cascade(tiny_lm, min_start_seconds=0.0)
+    seen = observe(translator)
     translator.recognizer = SilentAtTheEndRecognizer()
     audio = timeline_audio(4.5)  # the second sentence is still being spoken
     for start, end in ((0.0, 3.0), (3.0, 3.6), (3.6, 4.5)):
@@ -310,35 +313,37 @@ def test_fake_asr_an_empty_last_transcription_still_translates_the_live_words(ti
     translator.recognizer.final = True
     translator.flush()
     assert [w.text for w in translator.committed_sentences[-1]] == ["schools", "and", "hospitals"]
-    assert translator.translator.steps[-1].final and translator.translator.steps[-1].prompt is not None
+    assert seen.steps[-1].final and seen.steps[-1].prompt is not None
 
 
 def test_fake_asr_a_word_with_whitespace_does_not_end_the_stream(tiny_lm):
     timeline = [("the", 0.2, 0.5), ("new  ", 0.5, 0.9), ("bud get", 0.9, 1.5), (" ", 1.5, 1.6), ("is", 1.6, 2.0)]
     translator = cascade(tiny_lm, min_start_seconds=0.0, hold_back=0.0)
+    seen = observe(translator)
     translator.recognizer = TimelineRecognizer(timeline)
     for start in (0.0, 1.0, 2.0):
         translator.feed_audio(timeline_audio(start + 1.0)[int(start * RATE):])
     translator.flush()
-    step = translator.translator.steps[-1]
+    step = seen.steps[-1]
     assert step.final and "the new bud get is" in step.prompt.text
 
 
 def test_fake_asr_a_source_the_prompt_cannot_map_skips_the_step(tiny_lm, monkeypatch):
     translator = cascade(tiny_lm, min_start_seconds=0.0, hold_back=0.0)
+    seen = observe(translator)
     builder = translator.translator.prompts
     build = builder.build
 
-    def unmappable(words, prefix="", map_source=True):  # stands in for a tokenizer whose offsets miss a word
+    def unmappable(words, prefix="", map_source=True, live=False):  # a tokenizer whose offsets miss a word
         if map_source:
             raise PromptError("words without tokens: ['x']")
-        return build(words, prefix, map_source)
+        return build(words, prefix, map_source, live)
 
     monkeypatch.setattr(builder, "build", unmappable)
     run(translator)
-    steps = translator.translator.steps
+    steps = seen.steps
     assert all(step.skipped or step.final for step in steps) and any(step.skipped for step in steps)
-    assert translator.translator.stats.skipped > 0
+    assert seen.stats.skipped > 0
     assert translator.emitted_units  # every sentence was still finished and translated
 
 
@@ -407,6 +412,7 @@ def test_fake_asr_frozen_words_shorten_the_audio_but_stay_in_the_sentence(tiny_l
     recognizer = TimelineRecognizer(timeline)
     translator = CascadeTranslator(recognizer, AlignAttTranslator(tiny_lm, config, HeadSet(((0, 0), (1, 1)))),
                                    config)
+    seen = observe(translator)
     audio, step, longest = timeline_audio(10.7), int(0.5 * RATE), 0.0
     for start in range(0, len(audio), step):
         translator.feed_audio(audio[start:start + step])
@@ -418,7 +424,7 @@ def test_fake_asr_frozen_words_shorten_the_audio_but_stay_in_the_sentence(tiny_l
     assert len(contexts[-1].split()) >= 10
     translator.flush()
     assert [[w.text for w in s] for s in translator.committed_sentences] == [sentence]
-    assert translator.translator.steps[-1].final and translator.transcript == " ".join(sentence)
+    assert seen.steps[-1].final and translator.transcript == " ".join(sentence)
 
 
 def test_fake_asr_forced_prefix_is_what_two_hypotheses_agreed_on_less_the_rollback(tiny_lm):

@@ -19,12 +19,12 @@ def test_words_read_past_aligns_reworded_and_repunctuated_words():
     assert words_read_past(["top-to-nation", "objectives"], ["top-timination", "objectives,"]) == 0
 
 
-def test_records_keep_naming_their_step_once_the_translators_step_deque_is_full(tmp_path):
-    """An LLM translator keeps only its latest MAX_KEPT_STEPS steps (a deque with a maxlen): past that its length stops
-    growing, and each record must still carry the step its own call added (a fake translator, named so)."""
-    from collections import deque
+def test_each_record_names_the_steps_its_own_call_reported(tmp_path):
+    """Each record carries the step its own call reported (a live step, or a final draft and its retry), and none
+    where the call reported none (a fake translator, named so)."""
     from types import SimpleNamespace
 
+    from agents.systems.events import Step
     from cascade_trace import Tracer
     from common.stream import Emission, SourceWord
 
@@ -32,15 +32,22 @@ def test_records_keep_naming_their_step_once_the_translators_step_deque_is_full(
         target_unit = "word"
 
         def __init__(self):
-            self.steps, self.segment_units = deque(maxlen=2), []
+            self.observers, self.segment_units = [], []
+
+        def report(self, *steps):
+            for step in steps:
+                for observer in self.observers:
+                    observer(step)
 
         def revise(self, words, now=None, hold_back=0.0):
-            self.steps.append(SimpleNamespace(accessible_words=len(words), draft_text=f"draft {len(words)}"))
+            self.report(Step(None, None, f"draft {len(words)}", "", len(words)))
             return Emission(new_units=("x",))
 
         def finish_segment(self, words):
-            if len(words) == 2:  # a final draft and its retry (LLMTranslator._step)
-                self.steps.extend([SimpleNamespace(draft_text="die, die"), SimpleNamespace(draft_text="wir")])
+            if len(words) == 2:  # a final draft and its retry (LLMTranslator._next_attempt)
+                self.report(Step(None, None, "die, die", "", 2, final=True),
+                            Step(None, None, "dropped", "", 2, final=True, dropped=True),
+                            Step(None, None, "wir", "", 2, final=True, retry=True))
             return Emission()  # else a final step that adds no step
 
     translator = FakeStepsTranslator()

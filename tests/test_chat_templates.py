@@ -9,9 +9,10 @@ from agents.systems.config import AlignAttConfig, WaitkConfig
 from agents.systems.llm import AlignAttTranslator, WaitkTranslator
 from backends.heads import HeadSet
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.models import load_causal_lm
 from common.stream import SourceWord
+from observed import observe
 
 WORDS = "the committee approved the new budget".split()
 PREFIX = "Der Ausschuss"
@@ -103,7 +104,8 @@ def test_a_forced_thought_marker_never_reaches_the_translation(arch, tiny_checkp
         translator = WaitkTranslator(lm, WaitkConfig(k=1000, final_max_new_tokens=20))
     else:
         translator = AlignAttTranslator(lm, AlignAttConfig(final_max_new_tokens=20), HeadSet(((0, 0), (1, 1))))
+    seen = observe(translator)
     translator.flush([SourceWord(w) for w in WORDS])
     assert marker not in translator.target_text and "thought" not in translator.target_text
     assert translator.target_text == ""
-    assert translator.steps[-1].draft.finished and translator.steps[-1].draft.tokens == []
+    assert seen.steps[-1].draft.finished and seen.steps[-1].draft.tokens == []

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from agents.cli import main
+from evaluation.cli import main
 from backends.heads import load_heads
 from common.datasets import CALIBRATION_TALKS, load_mcif
 
@@ -46,7 +46,7 @@ def test_mcif_speech_set_is_announced_only_when_made(monkeypatch, tmp_path):
     """The talks are announced when they must be spoken, not when a finished set is reused."""
     import yaml
 
-    from agents.evaluation import data
+    from evaluation import data
     from common.datasets import MCIFLine
 
     lines = [MCIFLine(0, 0, "t1", 0.5, 2.5, "Hello there.", "Hallo.")]

@@ -23,8 +23,8 @@ import pytest
 import ray
 from test_evaluation import eval_args, report_results, talks  # noqa: F401 (talks: the two-talk set fixture)
 
-from agents.cli import main as simulagents
-from agents.evaluation import cluster
+from evaluation.cli import main as simulagents
+from evaluation import cluster
 
 BIN = Path(sys.executable).parent
 TESTS = Path(__file__).resolve().parent

@@ -55,3 +55,26 @@ def test_a_row_lists_each_default_with_the_agents_that_have_it():
     assert "a \\| in its help" in page
     training = page.split("## Training and tool knobs")[1]
     assert "| `steps` | int | `10` | optimizer steps |" in training and "`k`" not in training
+
+
+def test_a_preset_extends_another_and_states_only_what_differs(tmp_path):
+    """`extends:` names a preset file next to it or a shipped preset; its own keys win; a loop is an error."""
+    import pytest
+
+    import eval_configs
+    from common.config import ConfigError, read_yaml, with_extends
+
+    (tmp_path / "base.yaml").write_text("model: embedded\nborder: 1\nmax_new_tokens: 16\n")
+    (tmp_path / "child.yaml").write_text("extends: base.yaml\nborder: 0\n")
+    assert read_yaml(tmp_path / "child.yaml") == {"model": "embedded", "border": 0, "max_new_tokens": 16}
+    shipped = read_yaml(eval_configs.path("alignatt4llm_low"))
+    (tmp_path / "named.yaml").write_text("extends: alignatt4llm_low\nspeech_chunk_size: 1.5\n")
+    assert read_yaml(tmp_path / "named.yaml") == {**shipped, "speech_chunk_size": 1.5}
+    # a harness that read the YAML itself (simulstream's processor config) finds a shipped preset by name
+    assert with_extends({"extends": "alignatt4llm_low", "border": 3}) == {**shipped, "border": 3}
+    (tmp_path / "loop.yaml").write_text("extends: loop.yaml\n")
+    with pytest.raises(ConfigError, match="comes back to a preset it started from"):
+        read_yaml(tmp_path / "loop.yaml")
+    (tmp_path / "lost.yaml").write_text("extends: nowhere.yaml\n")
+    with pytest.raises(ConfigError, match="'nowhere.yaml' is neither a file next to the preset nor"):
+        read_yaml(tmp_path / "lost.yaml")

@@ -14,9 +14,9 @@ import pytest
 import soundfile
 import yaml
 
-from agents.cli import main as simulagents
-from agents.evaluation import data, runs
-from agents.evaluation.report import Result
+from evaluation.cli import main as simulagents
+from evaluation import data, runs
+from evaluation.report import Result
 from common.synthetic_speech import SAMPLE_RATE
 from common.wer import word_error_rate
 
@@ -80,6 +80,17 @@ def test_sweeps_are_cartesian_products_with_readable_labels():
     assert runs.parse_sweep([]) == [{}]
     with pytest.raises(ValueError, match="KEY=V1,V2"):
         runs.parse_sweep(["speech_chunk_size"])
+
+
+def test_variants_are_named_runs_of_one_configuration_with_their_own_changes():
+    """The rows of an ablation: each variant's changes alone, in the order given."""
+    variants = runs.parse_variants(["paper", "gate-off:border=1000", "filters:draft_filters=line_end+loop,k=3"])
+    assert variants == [("paper", {}), ("gate-off", {"border": 1000}),
+                        ("filters", {"draft_filters": "line_end+loop", "k": 3})]
+    for bad, problem in ((["a:border"], "NAME:KEY=VALUE"), ([":border=1"], "needs a NAME"),
+                         (["a", "a:k=2"], "share a name")):
+        with pytest.raises(ValueError, match=problem):
+            runs.parse_variants(bad)
 
 
 def test_bad_test_sets_are_refused_with_the_problem_named(talks, tmp_path):
@@ -345,7 +356,7 @@ out = pathlib.Path(args[args.index("--output_folder") + 1]); out.mkdir(parents=T
     assert {"--comet", "Unbabel/XCOMET-XL", "--source_sentences_file"} <= set(asked)
     assert "| 0.81 |" in (out / "table.md").read_text()
     with pytest.raises(FileNotFoundError, match="make comet-env"):
-        from agents.evaluation.comet import comet_environment
+        from evaluation.comet import comet_environment
 
         comet_environment(str(tmp_path / "nowhere"))
 
@@ -358,7 +369,7 @@ def test_results_accumulate_across_commands_in_one_folder(tmp_path):
         spec.directory(out).mkdir(parents=True)
         Result(spec.to_json(), "set", "de", {"BLEU": bleu, "chrF": 2 * bleu, "LongYAAL (CU)": 1500.0,
                                              "LongYAAL (CA)": float("nan")}).save(spec.directory(out))
-    from agents.evaluation.report import write_report
+    from evaluation.report import write_report
 
     paths = write_report(out, {})
     table = paths["table"].read_text()
@@ -369,7 +380,7 @@ def test_results_accumulate_across_commands_in_one_folder(tmp_path):
 
 def test_offline_rows_of_several_systems_are_told_apart(tmp_path):
     """Two presets evaluated with --offline into one folder: each offline row names its system."""
-    from agents.evaluation.report import write_report
+    from evaluation.report import write_report
 
     out = tmp_path / "out"
     for system, bleu in (("alpha", 10.0), ("beta", 20.0)):
@@ -384,7 +395,7 @@ def test_offline_rows_of_several_systems_are_told_apart(tmp_path):
 def test_the_plot_draws_each_panel_against_latency_with_both_offline_rows_as_lines():
     import matplotlib.pyplot as plt
 
-    from agents.evaluation.report import quality_latency_figure
+    from evaluation.report import quality_latency_figure
 
     results = [Result(runs.RunSpec("alpha", "m:C", runs.SPEECH, f"chunk={x}").to_json(), "set", "de",
                       {"BLEU": 8.0 + x, "chrF": 38.0 + x, "LongYAAL (CU)": 1000.0 * x, "LongYAAL (CA)": 2000.0 * x})
@@ -430,7 +441,7 @@ class ScriptedRecognizerFake:
 
 
 def test_offline_cascade_hears_each_segment_whole_in_pieces_of_at_most_28_s_and_cuts_loops(tmp_path):
-    from agents.evaluation.offline import transcribe_segments
+    from evaluation.offline import transcribe_segments
 
     for name, seconds in (("a.wav", 70.0), ("b.wav", 5.0)):
         soundfile.write(tmp_path / name, np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32), SAMPLE_RATE)
@@ -455,7 +466,7 @@ def test_offline_cascade_hears_each_segment_whole_in_pieces_of_at_most_28_s_and_
 def test_the_offline_row_runs_on_the_agents_own_runtime_and_prompt(agent):
     """The offline row reads a llama.cpp agent's GGUF weights and threads, not the transformers default (it once ran
     every agent's offline row on transformers), and its prompt layout."""
-    from agents.evaluation.offline import offline_config
+    from evaluation.offline import offline_config
     from agents.systems.config import DraftingConfig
 
     config = runs.agent_class(agent).config_class(
@@ -471,11 +482,11 @@ def test_the_offline_row_runs_on_the_agents_own_runtime_and_prompt(agent):
 def test_offline_cascade_is_refused_for_a_text_agent_and_for_an_agent_without_recogniser(tmp_path, talks, capsys):
     import argparse
 
-    from agents.evaluation import offline
-    from agents.evaluation.command import run_specs
+    from evaluation import offline
+    from evaluation.command import run_specs
 
-    args = argparse.Namespace(name=None, agent="agents.alignatt4llm:TextAgent", set=[], config=None, sweep=[], jobs=1,
-                              offline=False, offline_cascade=True, offline_only=False)
+    args = argparse.Namespace(name=None, agent="agents.alignatt4llm:TextAgent", set=[], config=None, sweep=[],
+                              variant=[], jobs=1, offline=False, offline_cascade=True, offline_only=False)
     with pytest.raises(ValueError, match="--offline-cascade needs a speech agent"):
         run_specs(args, runs.TEXT)
     speech = argparse.Namespace(**{**vars(args), "agent": "agents.alignatt4llm:Agent", "offline_only": True})
@@ -572,9 +583,9 @@ def test_a_chinese_offline_row_is_scored_against_its_streamed_rows_references_wi
     SimulEval's keeps them. An offline row of a Chinese speech set is scored against the references its streamed
     rows are (it was scored against the lines as written, so the two did not compare and the paired bootstrap
     refused them); a text set's offline row keeps the lines as SimulEval does."""
-    from agents.evaluation import scoring
-    from agents.evaluation.report import Result
-    from benchmarks import paired_bootstrap
+    from evaluation import scoring
+    from evaluation.report import Result
+    from evaluation import paired_bootstrap
 
     monkeypatch.setenv("PYTHONPATH", str(TESTS))
     written = ["大家好，我是 Sara Papi。", "今天 我 讲 同声传译。", "这些系统在演讲者说话时翻译。", "谢谢 大家。"]

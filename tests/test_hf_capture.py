@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.hf.reference import eager_source_attention
 from alignatt_parity import assert_replay_matches_reference
 from backends.models import load_causal_lm

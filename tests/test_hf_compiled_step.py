@@ -8,7 +8,7 @@ from torch._dynamo.utils import counters
 
 from backends.hf import compiled_step
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.models import load_causal_lm
 
 SOURCE = ("the committee approved the new budget for schools and hospitals after a long debate in the "

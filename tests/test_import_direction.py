@@ -1,6 +1,7 @@
-"""Imports run one way (../shared/DESIGN.md): agents → policies and backends; backends → policies; policies imports
-neither; `common` (the neutral vocabulary) imports nothing of the package. Every import counts: inside functions,
-under TYPE_CHECKING, relative ones."""
+"""Imports run one way (../shared/DESIGN.md): evaluation (the tooling that runs and reads evaluations, above the
+agents) → agents → policies and backends; backends → policies; policies imports neither; `common` (the neutral
+vocabulary) imports nothing of the package. Every import counts: inside functions, under TYPE_CHECKING, relative
+ones."""
 from __future__ import annotations
 
 import ast
@@ -9,13 +10,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agents", "policies", "backends", "common")
+PACKAGES = ("evaluation", "agents", "policies", "backends", "common")
 # What each layer may not import.
 FORBIDDEN = {
-    "common": {"agents", "policies", "backends"},
-    "policies": {"agents", "backends"},
-    "backends": {"agents"},
-    "agents": set(),
+    "common": {"evaluation", "agents", "policies", "backends"},
+    "policies": {"evaluation", "agents", "backends"},
+    "backends": {"evaluation", "agents"},
+    "agents": {"evaluation"},
+    "evaluation": set(),
 }
 
 
@@ -58,9 +60,10 @@ def test_every_module_imports_in_one_direction():
 @pytest.mark.parametrize("module, source", [
     ("policies.alignatt", "from agents.core import SourceWord\n"),
     ("policies.alignatt", "def f():\n    import backends.hf.lm\n"),
-    ("backends.hf.prompt", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agents import languages\n"),
+    ("backends.prompt", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agents import languages\n"),
     ("common.stream", "from policies.units import join_units\n"),
     ("policies.units", "from ..backends import tiny\n"),
+    ("agents.systems.llm", "from evaluation.policy_stats import PolicyCounter\n"),  # counting is the evaluation's
 ])
 def test_a_violating_import_is_caught(module, source):
     assert len(violations(source, module)) == 1
@@ -70,3 +73,4 @@ def test_imports_that_follow_the_direction_pass():
     assert violations("from policies.units import join_units\nfrom common.stream import Emission\n",
                       "backends.hf.lm") == []
     assert violations("from . import frontier\nfrom .units import Unit\n", "policies.alignatt") == []
+    assert violations("from agents.systems.events import Step\n", "evaluation.policy_stats") == []

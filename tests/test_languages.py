@@ -54,7 +54,7 @@ def test_a_config_built_by_hand_with_a_name_is_refused_not_misread():
 
 
 def test_command_lines_take_names_and_refuse_unknown_ones(capsys):
-    from agents.cli import build_parser as simulagents_parser
+    from evaluation.cli import build_parser as simulagents_parser
     from agents.simulstream_cli import build_parser as simulstream_parser
 
     args = simulstream_parser().parse_args(["--agent", "x:Y", "--src-lang", "English", "--tgt-lang", "German"])

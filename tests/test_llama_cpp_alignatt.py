@@ -11,9 +11,10 @@ from common.config import ConfigError
 from agents.systems.config import AlignAttConfig, WaitkConfig
 from agents.systems.llm import AlignAttTranslator, WaitkTranslator, resolve_heads
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.hf.reference import eager_source_attention
 from test_real_model import SENTENCES
+from observed import observe
 
 pytestmark = pytest.mark.real_model
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
@@ -29,8 +30,10 @@ CONFIG = AlignAttConfig(model="embedded", border=-2)  # a border that both accep
 
 def alignatt_step(translator: AlignAttTranslator, words: list[str]):
     translator.reset()
+    seen = observe(translator)
     emission = translator.revise([SourceWord(w, float(i)) for i, w in enumerate(words)])
-    return translator.steps[-1], emission
+    translator.observers.remove(seen)
+    return seen.steps[-1], emission
 
 
 @pytest.fixture(scope="module")

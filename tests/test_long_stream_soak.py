@@ -16,13 +16,15 @@ import torch
 from agents.alignatt4llm import Agent
 from common.weights import WeightLoad
 from agents.systems.cascade import MAX_KEPT_SENTENCES
-from agents.systems.llm import MAX_KEPT_STEPS, AlignAttTranslator
+from agents.systems.events import MAX_KEPT_STEPS
+from agents.systems.llm import AlignAttTranslator
 from backends.heads import HeadSet
 from backends.hf.lm import CausalLM
 from backends.models import load_causal_lm
 from policies.transcript import ends_sentence
 
 from fake_agents import RATE, SCALE, TimelineRecognizer  # noqa: E402
+from observed import observe  # noqa: E402
 
 STREAM_SECONDS = 9000.0  # 2.5 hours
 CHUNK_SECONDS = 2.5
@@ -181,6 +183,7 @@ def test_stand_in_models_two_and_a_half_hour_stream_keeps_state_and_chunk_time_f
     tracked_objects: list[int] = []
     diagnostics_full: list[bool] = []
     longest_tail, tokens, forced_commits, silence_cuts, freezes = 0.0, [], 0, 0, 0
+    seen = None  # the kept steps and counts of an evaluation's observers, bounded too
     for start in range(0, total, chunk):
         if start % samples_per_window == 0:
             chunk_times.append([])
@@ -192,6 +195,8 @@ def test_stand_in_models_two_and_a_half_hour_stream_keeps_state_and_chunk_time_f
         output = agent.process_chunk(audio)
         chunk_times[-1].append(time.perf_counter() - began)
         assert not output.deleted_tokens
+        if seen is None and agent.translator is not None:
+            seen = observe(agent.translator)
         tokens += output.new_tokens
         tail_seconds = len(agent.translator.tail) / RATE
         longest_tail = max(longest_tail, tail_seconds)
@@ -204,7 +209,7 @@ def test_stand_in_models_two_and_a_half_hour_stream_keeps_state_and_chunk_time_f
         if (start + chunk) % samples_per_window == 0:
             snapshots.append(per_stream_footprints(agent, shared_ids))
             diagnostics_full.append(len(agent.translator.committed_sentences) == MAX_KEPT_SENTENCES
-                                    and len(agent.translator.translator.steps) == MAX_KEPT_STEPS)
+                                    and len(seen.steps) == MAX_KEPT_STEPS)
             gc.collect()
             tracked_objects.append(len(gc.get_objects()))
     tokens += agent.end_of_stream().new_tokens
@@ -212,7 +217,7 @@ def test_stand_in_models_two_and_a_half_hour_stream_keeps_state_and_chunk_time_f
 
     # The stream did what a talk does: sentences committed and translated all along, the tail's cuts taken (the
     # run-on sentence frozen, not committed in pieces; silence cut).
-    assert cascade.sentences_committed > MAX_KEPT_SENTENCES and translator.stats.live_steps > 2000
+    assert cascade.sentences_committed > MAX_KEPT_SENTENCES and seen.stats.live_steps > 2000
     assert len(tokens) > 500 and tokens[0][0] != " " and all(t.startswith(" ") for t in tokens[1:])
     assert recognizer.calls >= STREAM_SECONDS / CHUNK_SECONDS - 1
     periods = STREAM_SECONDS / PERIOD_SECONDS
@@ -221,7 +226,7 @@ def test_stand_in_models_two_and_a_half_hour_stream_keeps_state_and_chunk_time_f
 
     # Bounds from the configuration.
     assert longest_tail <= config.max_tail_seconds + CHUNK_SECONDS
-    assert len(cascade.committed_sentences) == MAX_KEPT_SENTENCES and len(translator.steps) == MAX_KEPT_STEPS
+    assert len(cascade.committed_sentences) == MAX_KEPT_SENTENCES and len(seen.steps) == MAX_KEPT_STEPS
     assert agent.sent_tokens == []  # an append-only translator: the processor keeps no copy of the output
     assert agent.tokens_sent == len(tokens) == len(cascade.emitted_units) == len(translator.emitted_units)
 

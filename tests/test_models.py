@@ -84,7 +84,7 @@ def test_tiny_chat_template_and_offsets(arch: str, tiny_checkpoint: Callable[[st
     prompt = tokenizer.apply_chat_template([SYSTEM, USER], tokenize=False, add_generation_prompt=True)
     assert prompt.endswith(_header(arch))
     assert SYSTEM["content"] in prompt and USER["content"] in prompt
-    prefilled = prompt + PARTIAL_ASSISTANT["content"]  # as backends.hf.prompt continues a translation
+    prefilled = prompt + PARTIAL_ASSISTANT["content"]  # as backends.prompt continues a translation
     if arch == "gemma4":
         assert prompt.startswith("<bos><|turn>system\n" + SYSTEM["content"] + "<turn|>\n")  # a native system turn
     elif arch.startswith("gemma"):

@@ -1,12 +1,12 @@
-"""The paired bootstrap over the runs of an eval folder (benchmarks/paired_bootstrap.py) and `run_lines`, which reads
+"""The paired bootstrap over the runs of an eval folder (evaluation/paired_bootstrap.py) and `run_lines`, which reads
 each kind of finished run back onto the reference lines."""
 import json
 import os
 
 import pytest
 
-from agents.evaluation.runs import EvaluationError, run_lines
-from benchmarks import paired_bootstrap
+from evaluation.runs import EvaluationError, run_lines
+from evaluation import paired_bootstrap
 
 REFERENCES = [f"Das ist der Satz Nummer {i} über das Modell und die Daten." for i in range(60)]
 SOURCES = [f"This is sentence number {i} about the model and the data." for i in range(60)]

@@ -9,7 +9,7 @@ from tiny_checkpoints import GEMMA4_E4B_REPO, GEMMA4_E4B_TEXT, TINY_CORPUS, TINY
 
 from backends.heads import PUBLISHED_HEADS
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.hf.reference import eager_attention, eager_source_attention
 
 QWEN3_1_7B = {"num_hidden_layers": 28, "num_attention_heads": 16}  # Qwen/Qwen3-1.7B's config.json

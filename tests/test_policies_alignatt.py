@@ -563,3 +563,78 @@ def test_soft_frontier_lets_a_peak_on_a_sliver_of_attention_through(tail_mass: f
     assert result.decisions[2].source_word == 4  # the peak is past the frontier either way
     assert result.accepted_tokens == (2 if rejected else 3)
     assert scan_draft(rows, np.arange(5), 3, AlignAttParams(median_width=1)).accepted_tokens == 2
+
+
+# --- frontier_unit "token" and gate_dtype "float32": the reference code's rule (tests/test_alignatt_replay.py) ------
+
+PAPER_GATE = AlignAttParams(border=1, head_vote="lower_median", frontier_min_mass=0.03, median_width=1,
+                            frontier_unit="token", gate_dtype="float32")
+HELLO_PUNCT = np.array([False, True, False, True, False, False, False])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"frontier_unit": "words"}, "frontier_unit must be one of"),
+    ({"gate_dtype": "float16"}, "gate_dtype must be one of"),
+    ({"gate_dtype": np.float32}, "gate_dtype must be one of"),
+])
+def test_params_validation_of_the_reference_settings(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        AlignAttParams(**kwargs)
+
+
+def test_token_frontier_needs_token_punct_of_the_source_length() -> None:
+    from policies.alignatt import DraftScanner
+
+    rows = peak_rows([4], n_source=7)
+    with pytest.raises(ValueError, match="needs token_punct"):
+        scan_draft(rows, HELLO_TOKEN_WORD, 3, PAPER_GATE)
+    with pytest.raises(ValueError, match="7 booleans"):
+        DraftScanner(HELLO_TOKEN_WORD, 3, PAPER_GATE, token_punct=HELLO_PUNCT[:6])
+    with pytest.raises(ValueError, match="7 booleans"):
+        DraftScanner(HELLO_TOKEN_WORD, 3, PAPER_GATE, token_punct=HELLO_PUNCT.astype(int))
+    # frontier_unit "word" ignores it
+    assert scan_draft(rows, HELLO_TOKEN_WORD, 3, NO_FILTER) == scan_draft(rows, HELLO_TOKEN_WORD, 3, NO_FILTER,
+                                                                          token_punct=HELLO_PUNCT)
+
+
+def test_token_frontier_reproduces_the_reference_bug_on_hello_world() -> None:
+    """Notes §9.1 as the reference decides it: 3 accessible tokens (Hello, world, how; the commas do not count) are
+    compared with positions among all 7, so ' how' (position 4) is past the frontier 3 + 1, and the masses split the
+    columns at position 3 (Hello , world | , how are you)."""
+    rows = peak_rows([HELLO_TOKENS.index(" how")], n_source=7, n_heads=4, peak=0.3, background=0.02)
+    decision = scan_draft(rows, HELLO_TOKEN_WORD, 3, PAPER_GATE, HELLO_PUNCT).decisions[0]
+    assert decision.failure == "source_frontier"
+    assert (decision.source_token, decision.source_word) == (4, 2)
+    np.testing.assert_allclose(decision.accessible_mass, 3 * 0.02, rtol=1e-6)
+    np.testing.assert_allclose(decision.inaccessible_mass, 3 * 0.02 + 0.3, rtol=1e-6)
+    np.testing.assert_allclose(decision.argmax_mass, 0.3, rtol=1e-6)  # the peak token's mass, not its word's
+    assert scan_draft(rows, HELLO_TOKEN_WORD, 3, NO_FILTER).accepted_tokens == 1  # in words: accepted
+    no_punct = np.zeros(7, dtype=bool)  # 5 accessible tokens: ' how' is inside
+    assert scan_draft(rows, HELLO_TOKEN_WORD, 3, PAPER_GATE, no_punct).accepted_tokens == 1
+
+
+def test_token_frontier_checks_a_nonfinite_row_last() -> None:
+    """A NaN column is the largest (torch's argmax): past the frontier it fails as source_frontier (its NaN mass does
+    not soften the frontier); inside, as nonfinite."""
+    rows = np.array([[[0.5, 0.1, np.nan]]])
+    token_punct = np.zeros(3, dtype=bool)
+    assert scan_draft(rows, np.arange(3), 1, PAPER_GATE, token_punct).decisions[0].failure == "source_frontier"
+    assert scan_draft(rows, np.arange(3), 3, PAPER_GATE, token_punct).decisions[0].failure == "nonfinite"
+    assert scan_draft(rows, np.arange(3), 1, NO_FILTER).decisions[0].failure == "nonfinite"  # "word": first
+
+
+def test_float32_gate_computes_in_float32() -> None:
+    stats = OnlineZScore(1, 2, "float32")
+    for row in ([[0.1, 0.2]], [[0.3, 0.2]]):
+        stats.update(np.array(row))
+    z = stats.normalize(np.array([[0.5, 0.2]]))
+    assert z.dtype == np.float32
+    np.testing.assert_allclose(z, [[3.0, 0.0]], rtol=1e-5)
+    assert median_filter(np.zeros(5, dtype=np.float32), 3).dtype == np.float32
+    assert median_filter(np.zeros(5, dtype=np.int64), 3).dtype == np.float64
+    # A difference float32 cannot hold is a tie, and a tie goes to the first token.
+    rows = np.array([[[0.1, 0.3, 0.3 + 1e-12]]])
+    float64 = AlignAttParams(median_width=1, head_vote="lower_median")
+    float32 = AlignAttParams(median_width=1, head_vote="lower_median", gate_dtype="float32")
+    assert scan_draft(rows, np.arange(3), 3, float64).decisions[0].source_word == 2
+    assert scan_draft(rows, np.arange(3), 3, float32).decisions[0].source_word == 1

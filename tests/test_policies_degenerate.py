@@ -1,15 +1,16 @@
-"""The one-line translation guards: line breaks, loops (one copy kept), and the final budget."""
+"""The draft filters: line breaks, loops (one copy kept), a foreign script, copies of the source, turns into its
+language, openings in it; and the final budget."""
 import pytest
 
 from policies.degenerate import (
     DEGENERATE_CUTS,
-    FOREIGN_SCRIPT,
-    LINE_BREAK,
-    LOOP,
-    DraftGuard,
+    DRAFT_FILTERS,
+    DraftText,
+    FilterSettings,
     copy_start,
+    judge,
+    make_filters,
     opening_copy_start,
-    final_budget,
     foreign_script_start,
     language_turn_start,
     loop_start,
@@ -20,12 +21,33 @@ from policies.degenerate import (
 from policies.transcript import first_loop_start
 from policies.units import split_units, target_unit_for, units_prefix_length
 
+LINE_BREAK, FOREIGN_SCRIPT, LOOP = "line_end", "foreign_script", "loop"  # the cuts' names
+CUTS = (LINE_BREAK, FOREIGN_SCRIPT, LOOP)
+COPIES = ("copy", "opening_copy", "language_turn")
+
+
+def verdict(draft, prefix=(), source=(), names=tuple(DRAFT_FILTERS), unit="word", target_lang="de", live=False,
+            copy_words=4, turn_words=1):
+    """What the filters `names` (all by default) make of `draft` after `prefix`, for an English `source`."""
+    filters = make_filters(names, FilterSettings(unit, "en", target_lang, copy_words, turn_words))
+    return judge(filters, DraftText(draft, list(prefix), list(source), live))
+
+
+def usable(prefix, draft, names=CUTS):
+    """(length, cut): how much of a draft the cut filters keep, and which one cut it."""
+    found = verdict(draft, prefix, names=names)
+    return found.length, found.cut
+
+
+def copy_length(prefix, draft, source, names=COPIES, **settings):
+    """Where the copy filters find that the draft copies the source (None: nowhere)."""
+    return verdict(draft, prefix, source, names=names, **settings).copied
+
 
 def test_a_draft_ends_at_its_first_line_break():
-    guard = DraftGuard("word", "de")
-    assert guard.usable_length([], "Guten Tag.") == (len("Guten Tag."), "")
-    assert guard.usable_length([], "Guten Tag.\nGerman translation:") == (len("Guten Tag."), LINE_BREAK)
-    assert guard.usable_length([], "a\r\nb") == (1, LINE_BREAK)
+    assert usable([], "Guten Tag.") == (len("Guten Tag."), "")
+    assert usable([], "Guten Tag.\nGerman translation:") == (len("Guten Tag."), LINE_BREAK)
+    assert usable([], "a\r\nb") == (1, LINE_BREAK)
 
 
 @pytest.mark.parametrize("text, kept", [
@@ -73,36 +95,41 @@ def test_chinese_loops_in_characters():
     assert loop_start(list("好好好"), "char") == 1
 
 
-def test_guard_cuts_at_line_break_or_loop_inside_the_draft_only():
-    guard = DraftGuard("word", "de")
-    assert guard.usable_length([], "Guten Tag.\nDeutsch:") == (len("Guten Tag."), LINE_BREAK)
-    assert guard.usable_length([], "Guten Tag.") == (len("Guten Tag."), "")
+def test_the_cuts_cut_at_a_line_break_or_a_loop_inside_the_draft_only():
+    assert usable([], "Guten Tag.\nDeutsch:") == (len("Guten Tag."), LINE_BREAK)
+    assert usable([], "Guten Tag.") == (len("Guten Tag."), "")
     # The loop began in the committed prefix: the draft keeps nothing of it.
-    assert guard.usable_length(["Sie.", "Sie."], " Sie. Sie.") == (0, LOOP)
+    assert usable(["Sie.", "Sie."], " Sie. Sie.") == (0, LOOP)
     draft = " wenn Sie. Sie. Sie. Sie."
-    length, cut = guard.usable_length(["Ich", "weiß,"], draft)
+    length, cut = usable(["Ich", "weiß,"], draft)
     assert cut == LOOP and draft[:length] == " wenn Sie."
     # A loop before the line's end names the loop: the draft had stopped being a translation first.
     draft = " wenn Sie. Sie. Sie.\nDeutsch:"
-    assert guard.usable_length(["Ich"], draft) == (len(" wenn Sie."), LOOP)
+    assert usable(["Ich"], draft) == (len(" wenn Sie."), LOOP)
     assert LINE_BREAK not in DEGENERATE_CUTS and LOOP in DEGENERATE_CUTS
+    assert usable([], draft, names=()) == (len(draft), "")  # no filter listed: the paper's whole draft
 
 
 def test_guard_cuts_a_switch_of_script():
     draft = "Query in mehrere. 自然. 模型. 翻译。"
-    length, cut = DraftGuard("word", "de").usable_length([], draft)
+    length, cut = usable([], draft)
     assert cut == FOREIGN_SCRIPT and draft[:length] == "Query in mehrere."
     assert foreign_script_start(["使用", " GPU"], "zh") is None
     assert foreign_script_start(["Hallo", "Welt"], "de") is None
 
 
-def test_final_budget_follows_the_source():
-    assert final_budget(13, 0, 2.0, 8, 256) == 34
-    assert final_budget(13, 30, 2.0, 8, 256) == 4
-    assert final_budget(13, 60, 2.0, 8, 256) == 1      # never zero
-    assert final_budget(500, 0, 2.0, 8, 256) == 256    # never above the cap
-    with pytest.raises(ValueError):
-        final_budget(13, 0, 0.0, 8, 256)
+def test_the_token_budget_follows_the_source():
+    from policies.budget import token_budget
+
+    assert token_budget(13, 2.0, 8, 1, 256) == 34
+    assert token_budget(13, 2.0, 8, 1, 256, committed_tokens=30) == 4
+    assert token_budget(13, 2.0, 8, 1, 256, committed_tokens=60) == 1  # never below the floor
+    assert token_budget(500, 2.0, 8, 1, 256) == 256  # never above the cap
+    # the reference code's budgets: min(16, max(4, source + 8)) live, min(160, max(32, 3 x source + 24)) final
+    assert [token_budget(n, 1.0, 8, 4, 16) for n in (0, 3, 8, 40)] == [8, 11, 16, 16]
+    assert [token_budget(n, 3.0, 24, 32, 160) for n in (2, 10, 60)] == [32, 54, 160]
+    with pytest.raises(ValueError, match="need ratio >= 0"):
+        token_budget(13, 2.0, 8, 0, 256)
 
 
 SOURCE = "So what is needed for a good generalization ?".split()
@@ -155,18 +182,18 @@ def test_a_draft_that_opens_in_the_source_language(source_lang, target_lang, dra
     assert not opens_in_source_language(["Hier"], units, source_lang, target_lang)  # only the segment's opening
 
 
-def test_the_guard_tells_a_source_language_opening_when_the_copy_guard_is_on():
-    """A live draft that opens the segment in the source language copies from its start (`DraftGuard.decide`)."""
-    guard = DraftGuard("word", "de", copy_run=4, source_lang="en")
+def test_the_opening_language_filter_holds_a_live_draft_that_opens_in_the_source_language():
+    """A live draft that opens the segment in the source language copies from its start (the turn filter, which
+    would find "is" later in the draft, aside)."""
     source = "God-mourning everyone and".split()
-    assert guard.decide("God's love is", [], source, live=True).copied == 0
-    assert guard.decide("God's love is", [], source).copied is None  # a final draft is not held for its language
-    assert guard.decide("love is", ["Guten"], source, live=True).copied is None  # committed units stay
-    assert guard.decide("Guten Morgen, alle", [], source, live=True).copied is None
-    assert guard.copy_length([], "God's love is", source) is None  # no copy
-    assert DraftGuard("word", "de", copy_run=0, source_lang="en").decide("God's love is", [], source,
-                                                                         live=True).copied is None
-    assert DraftGuard("word", "de", copy_run=4).decide("God's love is", [], source, live=True).copied is None
+    names = tuple(name for name in DRAFT_FILTERS if name != "language_turn")
+    assert verdict("God's love is", [], source, names, live=True).copied == 0
+    assert verdict("God's love is", [], source, names).copied is None  # a final draft is not held for its language
+    assert verdict("love is", ["Guten"], source, names, live=True).copied is None  # committed units stay
+    assert verdict("Guten Morgen, alle", [], source, names, live=True).copied is None
+    assert copy_length([], "God's love is", source, names=("copy", "opening_copy")) is None  # no copy
+    without = tuple(name for name in names if name != "opening_language")
+    assert verdict("God's love is", [], source, without, live=True).copied is None
 
 
 @pytest.mark.parametrize("source, draft, target_lang, opens", [
@@ -190,18 +217,16 @@ def test_a_draft_that_opens_with_the_sources_first_word(source, draft, target_la
     assert not opens_with_source_word(["Per"], units, source.split(), "en", target_lang)  # only the opening
 
 
-def test_the_guard_drafts_an_opening_with_the_sources_first_word_again():
-    """`DraftGuard.decide` asks for the draft again (its first token banned) where the copy guard is on and the rule
-    is not measured off; live and final drafts alike."""
+def test_the_opening_word_filter_drafts_an_opening_with_the_sources_first_word_again():
+    """The `opening_word` filter asks for the draft again (its first token banned), live and final drafts alike;
+    a filter not listed does not run."""
     source = "For instance, there are lots of coverage".split()
-    guard = DraftGuard("word", "it", copy_run=4, source_lang="en")
     for live in (True, False):
-        decision = guard.decide("For esempio, ci sono molte", [], source, live=live)
-        assert decision.redraft and "opening_word" in decision.found
-    assert not guard.decide("Per esempio, ci sono molte", [], source).redraft
-    assert not DraftGuard("word", "it", copy_run=0, source_lang="en").decide("For esempio, ci", [], source).redraft
-    assert not DraftGuard("word", "it", copy_run=4, source_lang="en", off=frozenset({"opening_word"})).decide(
-        "For esempio, ci", [], source).redraft
+        found = verdict("For esempio, ci sono molte", [], source, target_lang="it", live=live)
+        assert found.redraft and "opening_word" in found.found
+    assert not verdict("Per esempio, ci sono molte", [], source, target_lang="it").redraft
+    without = tuple(name for name in DRAFT_FILTERS if name != "opening_word")
+    assert not verdict("For esempio, ci", [], source, names=without, target_lang="it").redraft
 
 
 def test_the_function_words_tell_mcif_references_from_their_sources(shared_data):
@@ -258,13 +283,12 @@ def test_quoted_units_run_from_an_opening_to_a_closing_quotation_mark():
                                                                      '"When', 'Does"']
 
 
-def test_the_guard_counts_a_turn_into_the_source_language_as_a_copy():
-    guard = DraftGuard("word", "de", copy_run=4, source_lang="en", turn_words=2)
+def test_a_turn_into_the_source_language_is_a_copy():
     source = "We tackled the issue of context in translation.".split()  # no copy: the words are the model's
     draft = "Wir addressed the problem of"
-    assert draft[:guard.copy_length([], draft, source)] == "Wir addressed"  # a copy from "the"
-    assert DraftGuard("word", "de", copy_run=4, source_lang="en").copy_length([], draft, source) is None  # off
-    assert guard.copy_length([], "Wir haben das Problem des Kontexts", source) is None
+    assert draft[:copy_length([], draft, source, turn_words=2)] == "Wir addressed"  # a copy from "the"
+    assert copy_length([], draft, source, names=("copy", "opening_copy")) is None  # not listed: off
+    assert copy_length([], "Wir haben das Problem des Kontexts", source, turn_words=2) is None
 
 
 def test_a_turn_is_rare_in_mcif_references_and_common_in_their_sources(shared_data):
@@ -289,15 +313,14 @@ def test_a_turn_is_rare_in_mcif_references_and_common_in_their_sources(shared_da
         assert sources[1] >= 0.95 * len(lines) and sources[1] > sources[2] >= 0.85 * len(lines), (target_lang, sources)
 
 
-def test_the_guard_reports_where_a_copy_begins_apart_from_its_cuts():
-    guard = DraftGuard("word", "de", copy_run=4)
+def test_the_filters_report_where_a_copy_begins_apart_from_their_cuts():
     draft = "So was needed for a good generalization?"
-    assert guard.usable_length([], draft) == (len(draft), "")  # a copy ends no draft
-    assert draft[:guard.copy_length([], draft, SOURCE)] == "So was"
-    assert DraftGuard("word", "de").copy_length([], draft, SOURCE) is None  # off by default in the rule's own class
-    chinese = DraftGuard("char", "zh", copy_run=4)
+    found = verdict(draft, [], SOURCE)
+    assert (found.length, found.cut) == (len(draft), "")  # a copy ends no draft
+    assert draft[:found.copied] == "So was"
+    assert verdict(draft, [], SOURCE, names=CUTS).copied is None  # no copy filter listed
     text = "所以 what is needed for"
-    assert text[:chinese.copy_length([], text, SOURCE)] == "所以"
+    assert text[:copy_length([], text, SOURCE, names=("copy",), unit="char", target_lang="zh")] == "所以"
 
 
 # Drafts the embedded model (Qwen2.5-Coder-0.5B-Instruct, bf16, AlignAtt text preset, en→de) wrote on the calibration
@@ -321,12 +344,13 @@ CALIBRATION_DRAFTS = [
 ]
 
 
-def first_cut(guard: DraftGuard, draft: str) -> tuple[str, str]:
-    """What `guard` keeps of the shortest word prefix of `draft` that it cuts, and the cut ((draft, "") if none)."""
+def first_cut(names, draft: str) -> tuple[str, str]:
+    """What the filters `names` keep of the shortest word prefix of `draft` they cut, and the cut ((draft, "") if
+    none)."""
     words = draft.split(" ")
     for count in range(1, len(words) + 1):
         text = " ".join(words[:count])
-        length, cut = guard.usable_length([], text)
+        length, cut = usable([], text, names)
         if cut:
             return text[:length].rstrip(), cut
     return draft, ""
@@ -336,19 +360,17 @@ def first_cut(guard: DraftGuard, draft: str) -> tuple[str, str]:
 def test_each_cut_rule_cuts_a_draft_the_model_wrote_on_the_calibration_split(rule, line, source, draft, kept, cut):
     """The all-on run's line is the kept text and what its retry wrote after it (line 147: "... zu finden, das den
     pronoun "he" ..."); with the rule off the draft went out as it was."""
-    guard = DraftGuard("word", "de")
-    assert first_cut(guard, draft) == (kept, cut)
-    off = DraftGuard("word", "de", off=frozenset({rule}))
-    assert first_cut(off, draft) == (draft, "")
+    assert first_cut(CUTS, draft) == (kept, cut)
+    assert first_cut(tuple(name for name in CUTS if name != rule), draft) == (draft, "")
 
 
-def first_copy(guard: DraftGuard, draft: str, source: list[str]) -> tuple[int, str] | None:
-    """How many words of `draft` a guard reads before it finds a copy (a live step sees a draft grow), and what it
-    keeps then; None where it never does."""
+def first_copy(names, draft: str, source: list[str]) -> tuple[int, str] | None:
+    """How many words of `draft` the copy filters `names` read before they find a copy (a live step sees a draft
+    grow), and what they keep then; None where they never do."""
     words = draft.split(" ")
     for count in range(1, len(words) + 1):
         text = " ".join(words[:count])
-        length = guard.copy_length([], text, source)
+        length = copy_length([], text, source, names)
         if length is not None:
             return count, text[:length].rstrip()
     return None
@@ -377,11 +399,11 @@ def test_each_copy_rule_finds_a_copy_the_model_wrote_on_the_calibration_split(ru
     model copied the source, or went on in English. With the rule on, the copy is found from `copied` on, no live step
     commits it and the final draft is made again from there (the all-on line 68: "Ein Embeddingmarker enthält zwei
     Hauptstufen."); with it off, it is found later or never, or from a later word (the English words between go out)."""
-    on = DraftGuard("word", "de", copy_run=4, source_lang="en", turn_words=1)
-    found = first_copy(on, draft, source.split())
+    found = first_copy(COPIES, draft, source.split())
     assert found is not None and found[1] == copied
-    off = first_copy(DraftGuard("word", "de", copy_run=4, source_lang="en", off=frozenset({rule}),  # a knob: 0
-                                turn_words=0 if rule == "language_turn" else 1), draft, source.split())
+    # the copy rule off takes the opening copy with it: a copy's opening words are one (line 68: "Embedding marker")
+    off_names = {rule, "opening_copy"} if rule == "copy" else {rule}
+    off = first_copy(tuple(name for name in COPIES if name not in off_names), draft, source.split())
     assert off is None or off[0] > found[0] or len(off[1]) > len(found[1])  # later, or more of the English kept
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from backends.hf.prompt import PromptBuilder, PromptError, language_name, map_source_tokens
+from backends.prompt import PromptBuilder, PromptError, language_name, map_source_tokens
 from backends.models import load_causal_lm
 
 

@@ -1,10 +1,10 @@
-"""environment.json (agents/evaluation/provenance.py): the commit and the state of the tree a run ran on, the CPU's
+"""environment.json (evaluation/provenance.py): the commit and the state of the tree a run ran on, the CPU's
 generation, and the warning the paired bootstrap prints when the runs it compares did not run the same code, CPU or
 input."""
 import json
 import subprocess
 
-from agents.evaluation.provenance import ENVIRONMENT_FILE, differences, environment, git_state
+from evaluation.provenance import ENVIRONMENT_FILE, differences, environment, git_state
 from backends.cpu import cpu_identity
 
 
@@ -96,7 +96,7 @@ def test_a_runs_harness_imports_the_code_of_the_checkout_that_started_it(tmp_pat
     environment puts the starting checkout's code first."""
     import sys
 
-    from agents.evaluation.runs import harness_environment
+    from evaluation.runs import harness_environment
 
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "__init__.py").write_text("")

@@ -14,6 +14,7 @@ from backends.hf.lm import CausalLM
 from backends.models import load_causal_lm
 from fake_agents import RATE, TimelineRecognizer, timeline_audio
 from policies.units import split_units
+from observed import observe
 
 pytestmark = pytest.mark.real_model
 
@@ -39,8 +40,9 @@ def test_shipped_speech_preset_withholds_a_draft_that_attends_to_a_word_not_yet_
     timeline = [(word, 0.4 * i, 0.4 * (i + 1)) for i, word in enumerate(words)]
     translator = AlignAttTranslator(real_lm, config, resolve_heads(config))
     cascade = CascadeTranslator(TimelineRecognizer(timeline), translator, config)
+    seen = observe(translator)
     cascade.feed_audio(timeline_audio(2.5))
-    step = translator.steps[-1]
+    step = seen.steps[-1]
     assert step.accessible_words == len(words) - 1
     assert step.gate_fired and step.gate_stopped_tokens >= 1
     rejected = step.scan.decisions[-1]
@@ -50,15 +52,16 @@ def test_shipped_speech_preset_withholds_a_draft_that_attends_to_a_word_not_yet_
     assert translator._decode(tokens[:step.scan.accepted_tokens + 1]).rstrip().endswith("Mod")
     assert "Mod" in step.draft_text and "Mod" not in step.committed_text
     assert step.draft_text.startswith(step.committed_text) and step.committed_text.split()
-    assert translator.stats.gate_fired == 1 and translator.stats.live_steps == 1
+    assert seen.stats.gate_fired == 1 and seen.stats.live_steps == 1
 
 
 def test_waitk_reads_one_word_per_write_without_drafting_the_budget(real_lm):
     translator = WaitkTranslator(real_lm, WaitkConfig(k=3, max_new_tokens=16))
+    seen = observe(translator)
     words = "The committee approved the new budget for schools and hospitals after a long debate".split()
     for word in words:
         translator.feed([SourceWord(word)])
-    live = [step for step in translator.steps if not step.final]
+    live = [step for step in seen.steps if not step.final]
     # Drafting stops as soon as one unit more than the schedule allows has begun.
     for step in live:
         assert len(split_units(step.draft_text, "word")) <= 2 or step.draft.finished or step.degenerate

@@ -1,11 +1,11 @@
-"""benchmarks/read_text_outputs.py: lengths and loops counted in the target's units (words, or Chinese characters)."""
+"""evaluation/read_text_outputs.py: lengths and loops counted in the target's units (words, or Chinese characters)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from benchmarks.read_text_outputs import copies_source, describe, has_preamble, loops, repeats_clause, unfinished
+from evaluation.read_text_outputs import copies_source, describe, has_preamble, loops, repeats_clause, unfinished
 
 
 def offline_run(folder, target_lang, hypotheses, references, sources):

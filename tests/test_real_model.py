@@ -6,10 +6,11 @@ import torch
 from agents.systems.config import AlignAttConfig
 from agents.systems.llm import resolve_heads
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.hf.reference import eager_source_attention
 from backends.models import load_causal_lm
 from policies.alignatt import AlignAttParams, scan_draft
+from observed import observe
 
 pytestmark = pytest.mark.real_model
 
@@ -117,8 +118,9 @@ def test_early_stopped_drafts_decide_exactly_like_full_drafts(real_lm):
     outputs, decode_steps = [], []
     for early in (True, False):
         translator = AlignAttTranslator(real_lm, config, resolve_heads(config), stop_at_first_failure=early)
+        seen = observe(translator)
         emissions = [translator.feed([SourceWord(w)]).new_units for w in SENTENCES[2].split()[:9]]
-        outputs.append((emissions, [step.scan for step in translator.steps]))
-        decode_steps.append(sum(len(step.draft.tokens) for step in translator.steps))
+        outputs.append((emissions, [step.scan for step in seen.steps]))
+        decode_steps.append(sum(len(step.draft.tokens) for step in seen.steps))
     assert outputs[0] == outputs[1]
     assert decode_steps[0] <= decode_steps[1]

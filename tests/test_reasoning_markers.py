@@ -7,9 +7,10 @@ import torch
 from agents.systems.config import WaitkConfig
 from agents.systems.llm import WaitkTranslator
 from backends.hf.lm import CausalLM
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.models import load_causal_lm
 from common.stream import SourceWord
+from observed import observe
 
 WORDS = "the committee approved the new budget".split()
 
@@ -41,9 +42,10 @@ def test_a_draft_that_starts_thinking_ends_before_the_marker(tiny_checkpoint, ma
         output[marker_id] = 2 * output[first]  # the marker now wins the first step
         assert int(torch.argmax(model(torch.tensor([prompt.token_ids])).logits[0, -1])) == marker_id
     translator = WaitkTranslator(lm, WaitkConfig(k=1000, final_max_new_tokens=20))
+    seen = observe(translator)
     translator.flush([SourceWord(w) for w in WORDS])
     assert marker not in translator.target_text
-    assert translator.steps[-1].draft.finished and translator.steps[-1].draft.tokens == []
+    assert seen.steps[-1].draft.finished and seen.steps[-1].draft.tokens == []
 
 
 def test_the_chat_template_is_asked_for_no_thinking(tiny_checkpoint):

@@ -1,12 +1,12 @@
-"""benchmarks/rule_sweep.py: a rule's lines chosen from the policy log, and a subset run put back into the whole."""
+"""evaluation/rule_sweep.py: a rule's lines chosen from the policy log, and a subset run put back into the whole."""
 from __future__ import annotations
 
 import json
 import sys
 
-from agents.evaluation import report
-from agents.evaluation.runs import POLICY_LOG, run_lines
-from benchmarks import rule_sweep
+from evaluation import report
+from evaluation.runs import POLICY_LOG, run_lines
+from evaluation import rule_sweep
 
 
 RESULT = {"run": {"system": "all-on", "agent": "x:TextAgent", "kind": "text", "regime": "default", "settings": {}},

@@ -67,12 +67,12 @@ def test_one_model_serves_every_direction_and_a_different_head_file_gets_its_own
 
 
 def test_only_the_options_a_runtime_takes_are_in_its_key():
-    base = choice.lm_load("hf", "embedded", n_threads=4, gguf_weights="")
-    assert base.key == choice.lm_load("hf", "embedded", n_threads=2).key
-    assert choice.lm_load("llama_cpp", "embedded", gguf_weights="bf16").key != \
-        choice.lm_load("llama_cpp", "embedded", gguf_weights="q8_0").key
+    base = choice.lm_weights("hf", "embedded", n_threads=4, gguf_weights="")
+    assert base.key == choice.lm_weights("hf", "embedded", n_threads=2).key
+    assert choice.lm_weights("llama_cpp", "embedded", gguf_weights="bf16").key != \
+        choice.lm_weights("llama_cpp", "embedded", gguf_weights="q8_0").key
     with pytest.raises(ValueError, match="unknown backend"):
-        choice.lm_load("onnx", "embedded")
+        choice.lm_weights("onnx", "embedded")
 
 
 def test_ssbd_weights_are_keyed_by_the_gguf_format_too():

@@ -20,7 +20,7 @@ from agents.simulstream_cli import (
     processor_config,
 )
 from common.audio import AudioError, normalized_wav
-from common.config import read_yaml
+from common.config import build_config, read_yaml
 
 RATE = 16_000
 
@@ -178,8 +178,11 @@ def test_shipped_speech_presets_are_valid_simulstream_processor_yamls(name):
 
     namespace = yaml_config(str(eval_configs.path(name)))
     assert namespace.type == "agents.alignatt4llm.Agent" and namespace.speech_chunk_size > 0
-    config = Agent.parse_config(namespace)  # also resolves the head set for the direction
-    assert config.source_lang == "en" and config.hold_back == 0.25
+    config = Agent.parse_config(namespace)  # also resolves the head set for the direction (and `extends`)
+    paper = name in ("alignatt4llm_low", "alignatt4llm_high")  # the GPU presets are the paper's: no hold-back
+    assert config.source_lang == "en" and config.hold_back == (0.0 if paper else 0.25)
+    assert (config.frontier_unit, config.prompt_style) == (("token", "alignatt4llm") if paper else
+                                                           ("word", "simulagents"))
 
 
 @pytest.mark.real_model
@@ -205,22 +208,22 @@ def test_cli_runs_empty_silent_and_odd_wavs_end_to_end(tmp_path, sentence_audio,
 
 
 @pytest.mark.parametrize("name", ["alignatt4llm_low", "alignatt4llm_high", "alignatt4llm_text_gemma4"])
-def test_gpu_presets_run_no_draft_rule_that_can_change_a_translation(name):
-    """The Gemma-4 presets run the paper's algorithm: no copy guard and no language turn, which judge a translation
-    that keeps an English term at its opening ("machine translation ist …", three units, the source's first two
-    words) a copy of the source; the CPU preset, tuned on the 0.5B model, still does."""
+def test_gpu_presets_run_no_draft_filter_that_can_change_a_translation(name):
+    """The Gemma-4 presets list only the cuts of a draft that is no longer a translation: no copy filter, which
+    judges a translation that keeps an English term at its opening ("machine translation ist …", three units, the
+    source's first two words) a copy of the source; the CPU preset, tuned on the 0.5B model, lists it."""
     from agents.systems.config import AlignAttConfig
     from common.config import read_yaml
-    from policies.degenerate import DraftGuard
+    from policies.degenerate import DraftText, FilterSettings, judge, make_filters
 
-    def guard(preset):
-        values = {**vars(AlignAttConfig()), **read_yaml(eval_configs.path(preset))}
-        return DraftGuard("word", "de", copy_run=values["copy_guard_words"], source_lang="en",
-                          turn_words=values["language_turn_words"])
+    def copied(preset):
+        names = build_config(AlignAttConfig, {"model": "embedded", **{k: v for k, v in read_yaml(
+            eval_configs.path(preset)).items() if k == "draft_filters"}}).draft_filters
+        filters = make_filters(names, FilterSettings("word", "en", "de"))
+        return judge(filters, DraftText("machine translation ist", [], "machine translation is hard".split())).copied
 
-    source = "machine translation is hard".split()
-    assert guard(name).copy_length([], "machine translation ist", source) is None
-    assert guard("alignatt4llm_cpu").copy_length([], "machine translation ist", source) == 0
+    assert copied(name) is None
+    assert copied("alignatt4llm_cpu") == 0
 
 
 def test_a_server_whose_models_will_not_load_exits_with_the_fix_not_a_traceback(tmp_path, capsys):

@@ -13,11 +13,15 @@ import pytest
 import backends.heads
 from common.stream import Emission, SourceWord
 from common.config import ConfigError, build_config
-from agents.systems.config import DRAFT_RULES, AlignAttConfig, LocalAgreementConfig, WaitkConfig
+from evaluation.policy_stats import COUNTED_RULES
+from policies.acceptance import Acceptance
+from agents.systems.config import AlignAttConfig, LocalAgreementConfig, WaitkConfig
 from agents.systems.llm import AlignAttTranslator, LocalAgreementTranslator, WaitkTranslator
 from backends.heads import HeadFileError, HeadSet
 from backends.hf.lm import CausalLM
 from backends.models import ModelNotFoundError, load_causal_lm
+from observed import observe
+from policies.degenerate import DraftText
 from policies.units import split_units
 
 SENTENCE = "the committee approved the new budget for schools and hospitals after a long debate".split()
@@ -43,11 +47,12 @@ def stream(translator, words):
 
 def test_alignatt_output_is_append_only_and_whole_units(tiny_lm):
     translator = AlignAttTranslator(tiny_lm, AlignAttConfig(border=-1, median_width=3, final_max_new_tokens=40), heads_of(tiny_lm))
+    seen = observe(translator)
     emissions = stream(translator, SENTENCE)
     assert all(e.retract_units == 0 for e in emissions)
     units = [u for e in emissions for u in e.new_units]
     assert units == translator.emitted_units
-    for step in translator.steps:
+    for step in seen.steps:
         # What was committed is a prefix of the draft that ends on a complete word.
         assert step.draft_text.startswith(step.committed_text)
         rest = step.draft_text[len(step.committed_text):]
@@ -71,8 +76,9 @@ def test_border_extremes_wait_for_the_end_or_accept_every_draft(tiny_lm):
     greedy_text = tiny_lm.decode(greedy.tokens).replace("\ufffd", "")  # unfinished byte sequences are dropped
     assert greedy_text.strip().startswith(never.target_text)
     always = AlignAttTranslator(tiny_lm, AlignAttConfig(border=1000, final_max_new_tokens=40), heads_of(tiny_lm))
+    seen = observe(always)
     stream(always, SENTENCE)
-    assert all(step.scan is None or step.scan.accepted_tokens == len(step.draft.tokens) for step in always.steps)
+    assert all(step.scan is None or step.scan.accepted_tokens == len(step.draft.tokens) for step in seen.steps)
 
 
 def test_streams_do_not_leak_into_each_other(tiny_lm):
@@ -98,7 +104,7 @@ def test_waitk_schedule_bounds_the_output(tiny_lm, target_lang, units_per_word, 
     """k = 3, then `rate` target units per word: 1 for word targets, 1.8 for Chinese characters unless set."""
     translator = WaitkTranslator(tiny_lm, WaitkConfig(k=3, target_lang=target_lang, units_per_word=units_per_word,
                                                       final_max_new_tokens=40))
-    assert translator.units_per_word == rate
+    assert translator.acceptance.units_per_word == rate
     emissions = stream(translator, SENTENCE)
     written = 0
     for words_read, emission in enumerate(emissions[:-1], start=1):
@@ -110,9 +116,10 @@ def test_waitk_schedule_bounds_the_output(tiny_lm, target_lang, units_per_word, 
 def test_the_instruction_position_reaches_the_prompt_of_every_step(tiny_lm):
     config = AlignAttConfig(border=-1, median_width=3, final_max_new_tokens=12, instruction_position="before_source")
     translator = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm))
+    seen = observe(translator)
     stream(translator, SENTENCE[:5])
-    prompts = [step.prompt for step in translator.steps if step.prompt is not None]
-    assert len(prompts) >= 2 and any(step.final for step in translator.steps)
+    prompts = [step.prompt for step in seen.steps if step.prompt is not None]
+    assert len(prompts) >= 2 and any(step.final for step in seen.steps)
     for prompt in prompts:  # the user turn: the instruction, then the source read so far
         assert f"{translator.prompts.instruction}\n\n{' '.join(SENTENCE[:prompt.word_count])}" in prompt.text
 
@@ -148,9 +155,10 @@ def test_stopping_the_draft_at_the_first_rejected_token_changes_no_decision(tiny
     config = AlignAttConfig(border=border, median_width=3, final_max_new_tokens=40)
     early = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm), stop_at_first_failure=True)
     full = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm), stop_at_first_failure=False)
+    seen_early, seen_full = observe(early), observe(full)
     assert [e.new_units for e in stream(early, SENTENCE)] == [e.new_units for e in stream(full, SENTENCE)]
-    assert [s.scan for s in early.steps] == [s.scan for s in full.steps]
-    assert sum(len(s.draft.tokens) for s in early.steps) <= sum(len(s.draft.tokens) for s in full.steps)
+    assert [s.scan for s in seen_early.steps] == [s.scan for s in seen_full.steps]
+    assert sum(len(s.draft.tokens) for s in seen_early.steps) <= sum(len(s.draft.tokens) for s in seen_full.steps)
 
 
 FLOOR_TRANSLATION = "der Ausschuss hat nach einer langen Debatte den neuen Haushalt für Schulen und Krankenhäuser " \
@@ -195,11 +203,12 @@ def test_the_waitk_floor_commits_what_the_gate_or_waitk_allows_whichever_is_more
     four, or with the floor as many as wait-k writes (read - k + 1), whichever is more. The policy log counts the
     steps where the floor wrote past the gate: those that took the written count above four."""
     translator = floored_translator(tiny_lm, monkeypatch, AlignAttTranslator, floor, "der Ausschuss hat nach ")
+    seen = observe(translator)
     assert written_after_each_word(translator) == expected
     assert translator.target_text == FLOOR_TRANSLATION
     past_the_gate = sum(1 for before, after in zip([0, *expected], expected) if after > max(before, 4))
-    assert translator.stats.floor_steps == past_the_gate and (past_the_gate > 0) == (floor > 0)
-    assert translator.stats.floor_tokens >= past_the_gate
+    assert seen.stats.floor_steps == past_the_gate and (past_the_gate > 0) == (floor > 0)
+    assert seen.stats.floor_tokens >= past_the_gate
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -208,12 +217,14 @@ def test_under_a_gate_that_accepts_nothing_the_waitk_floor_writes_what_waitk_wri
     with that k writes (its own schedule and stopping rule: the reference); with the floor off, nothing live."""
     waitk = written_after_each_word(floored_translator(tiny_lm, monkeypatch, WaitkTranslator, k, ""))
     floored = floored_translator(tiny_lm, monkeypatch, AlignAttTranslator, k, "")
+    seen = observe(floored)
     assert written_after_each_word(floored) == waitk and waitk[-1] > 0
     assert floored.target_text == FLOOR_TRANSLATION
-    assert floored.stats.floor_steps == sum(1 for before, after in zip([0, *waitk], waitk) if after > before)
+    assert seen.stats.floor_steps == sum(1 for before, after in zip([0, *waitk], waitk) if after > before)
     gate_alone = floored_translator(tiny_lm, monkeypatch, AlignAttTranslator, 0, "")
+    seen_alone = observe(gate_alone)
     assert written_after_each_word(gate_alone) == [0] * 14
-    assert gate_alone.stats.floor_steps == gate_alone.stats.floor_tokens == 0
+    assert seen_alone.stats.floor_steps == seen_alone.stats.floor_tokens == 0
 
 
 def test_the_waitk_floor_leaves_a_draft_stopped_at_its_first_rejected_token_deciding_as_a_whole_draft(tiny_lm):
@@ -236,7 +247,8 @@ class ScriptedDraftSession:
     def reset(self):
         pass
 
-    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=(),
+              repetition_penalty=1.0):
         from backends.draft import Draft
 
         assert not banned_first_tokens, "the scripted translations never open with a source word"
@@ -261,8 +273,7 @@ def scripted_translator(tiny_lm, translator_class, translations: dict[str, str])
     if translator_class is WaitkTranslator:
         return WaitkTranslator(lm, WaitkConfig(k=1, final_max_new_tokens=40))
     translator = AlignAttTranslator(lm, AlignAttConfig(border=1000, final_max_new_tokens=40), heads_of(tiny_lm))
-    translator._draft_and_accept = lambda prompt, budget, accessible, banned: (
-        (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    translator.acceptance = Acceptance()  # every token accepted
     return translator
 
 
@@ -378,8 +389,7 @@ def test_no_live_step_writes_before_min_accessible_words(tiny_lm, translator_cla
                                                                      final_max_new_tokens=40))
         made = AlignAttTranslator(lm, AlignAttConfig(border=1000, min_accessible_words=minimum,
                                                      final_max_new_tokens=40), heads_of(tiny_lm))
-        made._draft_and_accept = lambda prompt, budget, accessible, banned: (  # every token accepted
-            (draft := made.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+        made.acceptance = Acceptance()  # every token accepted
         return made
 
     eager = [list(e.new_units) for e in stream(translator(0), words)]
@@ -405,7 +415,8 @@ class RankedScriptSession:
     def reset(self):
         pass
 
-    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=(),
+              repetition_penalty=1.0):
         from backends.draft import Draft
 
         prefix = self.tokenizer.decode(prompt_ids).rsplit("assistant\n", 1)[1].split("</think>\n\n")[-1]
@@ -441,11 +452,12 @@ def test_a_final_draft_cut_by_a_loop_is_drafted_again_from_the_cut(tiny_lm, retr
                                   last_if_all_banned=True)  # the real retry began with " tecniche", not " tue"
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     translator = WaitkTranslator(lm, WaitkConfig(k=100, final_retries=retries))  # only the final step drafts
+    seen = observe(translator)
     emissions = stream(translator, words)
     assert " ".join(unit for e in emissions for unit in e.new_units) == LOOP_KEPT + (LOOP_RETRY if retries else "")
     banned = tiny_lm.tokenizer.encode(" tue", add_special_tokens=False)[:1]
     assert session.calls == [("", ())] + ([(LOOP_KEPT, tuple(banned))] if retries else [])
-    assert (translator.stats.final_degenerate, translator.stats.final_retries) == (1, bool(retries))
+    assert (seen.stats.final_degenerate, seen.stats.final_retries) == (1, bool(retries))
 
 
 # Calibration line 6 (en→it, AlignAtt and wait-3 text presets, the embedded 0.5B model in bf16, 2026-12-07): without
@@ -463,18 +475,29 @@ def scripted_line(tokenizer, opening: list[str], line: str) -> RankedScriptSessi
                                                            for i in range(1, len(words))}})
 
 
-@pytest.mark.parametrize("k, rule_off", [(100, "none"), (2, "none"), (100, "opening_word")])
-def test_a_segment_that_opens_with_the_sources_first_word_is_drafted_again_without_it(tiny_lm, k, rule_off):
+ALL_FILTERS = AlignAttConfig().draft_filters
+
+
+def without(*names: str) -> tuple[str, ...]:
+    """Every draft filter but `names`."""
+    return tuple(name for name in ALL_FILTERS if name not in names)
+
+
+@pytest.mark.parametrize("k, filters", [(100, ALL_FILTERS), (2, ALL_FILTERS),
+                                        (100, without("opening_word"))])
+def test_a_segment_that_opens_with_the_sources_first_word_is_drafted_again_without_it(tiny_lm, k, filters):
     """The final draft (k=100) and the live steps (k=2) drop a draft that opens with the source's "For" and take
-    the one drafted without its first token; with the rule off, the line opens with "For"."""
+    the one drafted without its first token; without the opening_word filter, the line opens with "For"."""
     session = scripted_line(tiny_lm.tokenizer, [OPENS_WITH_SOURCE_WORD, REDRAFTED_OPENING], REDRAFTED_OPENING)
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    translator = WaitkTranslator(lm, WaitkConfig(k=k, rule_off=rule_off, target_lang="it"))
+    translator = WaitkTranslator(lm, WaitkConfig(k=k, draft_filters=filters, target_lang="it"))
+    seen = observe(translator)
     output = " ".join(unit for e in stream(translator, OPENING_SOURCE.split()) for unit in e.new_units)
-    assert output == (OPENS_WITH_SOURCE_WORD if rule_off == "opening_word" else REDRAFTED_OPENING)
+    redrafts = "opening_word" in filters
+    assert output == (REDRAFTED_OPENING if redrafts else OPENS_WITH_SOURCE_WORD)
     banned = tuple(tiny_lm.tokenizer.encode("For", add_special_tokens=False)[:1])
-    assert (("", banned) in session.calls) is (rule_off != "opening_word")
-    assert translator.fired["opening_word"] == (0 if rule_off == "opening_word" else 1)
+    assert (("", banned) in session.calls) is redrafts
+    assert seen.fired["opening_word"] == int(redrafts)
 
 
 def test_local_agreement_keeps_the_redrafted_opening_in_its_window(tiny_lm):
@@ -484,7 +507,7 @@ def test_local_agreement_keeps_the_redrafted_opening_in_its_window(tiny_lm):
     translator = LocalAgreementTranslator(lm, LocalAgreementConfig(target_lang="it"))
     translator.reset()
     assert not translator.feed([SourceWord("For")]).new_units
-    assert [h[0] for h in translator.hypotheses] == ["Per"]
+    assert [h[0] for h in translator.acceptance.hypotheses] == ["Per"]
     assert translator.feed([SourceWord("instance,")]).new_units[:2] == ("Per", "esempio,")
 
 
@@ -493,37 +516,43 @@ def test_waitk_config_rejects_a_bad_units_per_word():
         build_config(WaitkConfig, {"units_per_word": -1.0})
 
 
-@pytest.mark.parametrize("rule_off, expected, fired", [
-    ("none", "Das ist das Modell, das wir verwenden.", {"loop", "final_retries"}),
-    ("final_retries", "Das ist das Modell, das", {"loop"}),
-    ("loop", "Das ist das Modell, das das das das", set()),
+@pytest.mark.parametrize("filters, retries, expected, fired", [
+    (ALL_FILTERS, 3, "Das ist das Modell, das wir verwenden.", {"loop", "final_retries"}),
+    (ALL_FILTERS, 0, "Das ist das Modell, das", {"loop"}),
+    (without("loop"), 3, "Das ist das Modell, das das das das", set()),
 ])
-def test_rule_off_turns_one_draft_rule_off_and_the_policy_log_counts_each_rules_finds(tiny_lm, tmp_path, rule_off,
-                                                                                       expected, fired):
-    """The measurement of docs/draft_rules.md: `rule_off` runs without one rule (a knob's rule through its knob), and
-    the policy log counts, per rule, the checks that found something (a rule that finds nothing changes nothing)."""
+def test_a_filter_not_listed_does_not_run_and_the_event_log_counts_each_filters_finds(tiny_lm, tmp_path, filters,
+                                                                                       retries, expected, fired):
+    """The measurement of docs/draft_rules.md: a filter left out of `draft_filters` does not run, and the counts the
+    evaluation makes of the event log give, per filter or rule, the drafts where it found something."""
+    from evaluation.policy_stats import policy_rows
+
     words = "This is the model that we use in all our experiments.".split()
     session = RankedScriptSession(tiny_lm.tokenizer, {"": ["Das ist das Modell, das das das das"],
                                                       "Das ist das Modell, das": [" wir verwenden."]})
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    log = tmp_path / "policy.jsonl"
-    translator = WaitkTranslator(lm, WaitkConfig(k=100, rule_off=rule_off, policy_log=str(log)))
+    log = tmp_path / "events.jsonl"
+    translator = WaitkTranslator(lm, WaitkConfig(k=100, draft_filters=filters, final_retries=retries,
+                                                 event_log=str(log)))
     assert " ".join(unit for e in stream(translator, words) for unit in e.new_units) == expected
-    assert {name[len("fired_"):] for name, value in json.loads(log.read_text()).items()
-            if name.startswith("fired_") and value} == fired
-    with pytest.raises(ConfigError, match="rule_off must be one of"):
-        build_config(WaitkConfig, {"rule_off": "loops"})
+    [row] = policy_rows(log)
+    assert {name[len("fired_"):] for name, value in row.items() if name.startswith("fired_") and value} == fired
+    with pytest.raises(ConfigError, match="draft_filters: unknown filter.s. loops"):
+        build_config(WaitkConfig, {"draft_filters": "line_end+loops"})
+    assert build_config(WaitkConfig, {"draft_filters": "none"}).draft_filters == ()
+    assert build_config(WaitkConfig, {"draft_filters": ["loop", "copy"]}).draft_filters == ("loop", "copy")
 
 
 def test_local_agreement_commits_only_what_two_translations_agree_on(tiny_lm):
     translator = LocalAgreementTranslator(tiny_lm, LocalAgreementConfig(final_max_new_tokens=40))
+    seen = observe(translator)
     translator.reset()
     previous: list[str] | None = None
     for word in SENTENCE:
         before = len(translator.emitted_units)
         emission = translator.feed([SourceWord(word)])
         assert emission.retract_units == 0
-        step = translator.steps[-1]
+        step = seen.steps[-1]
         hypothesis = split_units(step.draft_text, "word")
         new = list(emission.new_units)
         if previous is None:
@@ -534,7 +563,7 @@ def test_local_agreement_commits_only_what_two_translations_agree_on(tiny_lm):
         previous = hypothesis[len(new):] if len(hypothesis) > len(new) else []
         assert len(translator.emitted_units) == before + len(new)
     translator.flush()
-    assert translator.steps[-1].final
+    assert seen.steps[-1].final
 
 
 
@@ -554,37 +583,38 @@ def test_local_agreement_text_agent_runs_through_simuleval_cli(tmp_path, tiny_ch
         assert instance["prediction"] == translator.target_text and translator.target_text
 
 
-def test_policy_log_writes_each_segments_counts_and_eval_reports_the_gate_share(tiny_lm, tmp_path):
-    """`policy_log`: one JSON line per finished segment whose counts add up to the stream's; `simulagents eval`
-    turns them into the share of live steps where the gate fired."""
-    import json
+def test_the_event_log_counts_into_each_segments_row_and_eval_reports_the_gate_share(tiny_lm, tmp_path):
+    """`event_log`: the translator's events, which the evaluation counts into one `policy.jsonl` row per finished
+    segment (the counts an observer makes of the same events); `simulagents eval` turns them into the share of live
+    steps where the gate fired."""
+    from evaluation.policy_stats import EVENT_LOG, POLICY_LOG, policy_rows
+    from evaluation.scoring import policy_scores
 
-    from agents.evaluation.runs import POLICY_LOG
-    from agents.evaluation.scoring import policy_scores
-
-    log = tmp_path / POLICY_LOG
+    log = tmp_path / EVENT_LOG
     translator = AlignAttTranslator(tiny_lm, AlignAttConfig(border=-2, median_width=3, final_max_new_tokens=20,
-                                                            policy_log=str(log)), heads_of(tiny_lm))
+                                                            event_log=str(log)), heads_of(tiny_lm))
     stream(translator, SENTENCE[:6])
+    seen = observe(translator)
     stream(translator, SENTENCE[6:])  # reset between the two: the log keeps both streams' lines
-    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    lines = policy_rows(log)
     assert len(lines) == 2 and all(line["final_steps"] == 1 for line in lines)
-    stats = dataclasses.asdict(translator.stats)  # the second stream alone (reset cleared the counts)
-    assert {name: lines[-1][name] for name in stats} == stats
-    assert {name for name in lines[-1] if name not in stats} == {f"fired_{rule}" for rule in DRAFT_RULES}
+    assert lines[-1] == seen.stats.row()  # the second stream, counted as it ran
+    assert {name for name in lines[-1] if name.startswith("fired_")} == {f"fired_{rule}" for rule in COUNTED_RULES}
     live = sum(line["live_steps"] for line in lines)
     fired = sum(line["gate_fired"] for line in lines)
-    assert lines[-1]["live_steps"] == sum(1 for step in translator.steps if not step.final) > 0
+    assert lines[-1]["live_steps"] == sum(1 for step in seen.steps if not step.final) > 0
     assert policy_scores(tmp_path)["gate fired (% of steps)"] == pytest.approx(100.0 * fired / live)
     assert policy_scores(tmp_path)["floor committed (% of steps)"] == 0.0  # the floor is off
+    assert [json.loads(line) for line in (tmp_path / POLICY_LOG).read_text().splitlines()] == lines
     assert policy_scores(tmp_path / "absent") == {}
 
 
-def test_the_policy_log_counts_each_gate_rule_that_fired_apart():
+def test_the_policy_counts_count_each_gate_rule_that_fired_apart():
     """Every rule of the gate (`FailureReason`) has its own count, and the counts add up to gate_fired."""
     import typing
 
-    from agents.systems.llm import PolicyStats, Step
+    from evaluation.policy_stats import PolicyStats
+    from agents.systems.events import Step
     from backends.draft import Draft
     from policies.alignatt import FailureReason, ScanResult, TokenDecision
 
@@ -594,35 +624,35 @@ def test_the_policy_log_counts_each_gate_rule_that_fired_apart():
     accepted = TokenDecision(0, 0, 1.0, 0.0, 1.0, None)
     for reason in (*reasons, "provenance_weak", None):
         decisions = (accepted,) + ((TokenDecision(1, 1, 0.1, 0.9, 0.1, reason),) if reason else (accepted,))
-        stats.add(Step(None, draft, "", "", 1, scan=ScanResult(1 if reason else 2, decisions)))
+        stats.add(Step(None, draft, "", "", 1, scan=ScanResult(1 if reason else 2, decisions)).summary())
     counts = {reason: getattr(stats, f"gate_{reason}") for reason in reasons}
     assert counts == {reason: 2 if reason == "provenance_weak" else 1 for reason in reasons}
     assert stats.gate_fired == len(reasons) + 1 == sum(counts.values()) and stats.live_steps == len(reasons) + 2
 
 
 def test_eval_counts_drafts_that_ended_their_line_apart_from_degenerate_ones(tmp_path):
-    """A draft that closes its line after translating a partial source is not degenerate: the policy log counts
-    line ends and degenerate cuts (loops, foreign scripts) apart, live and final, and eval
-    reports each as a share of all drafts."""
-    import json
-
-    from agents.evaluation.runs import POLICY_LOG
-    from agents.evaluation.scoring import policy_scores
-    from agents.systems.llm import PolicyStats, Step
+    """A draft that closes its line after translating a partial source is not degenerate: the counts keep line ends
+    and degenerate cuts (loops, foreign scripts) apart, live and final, and eval reports each as a share of all
+    drafts."""
+    from evaluation.policy_stats import EVENT_LOG, PolicyStats
+    from evaluation.scoring import policy_scores
+    from agents.systems.events import SegmentEnd, Step
     from backends.draft import Draft
-    from policies.degenerate import FOREIGN_SCRIPT, LINE_BREAK, LOOP
 
-    stats = PolicyStats()
     draft = Draft(prompt_length=4, tokens=[1, 2])
-    for cut in (LINE_BREAK, LINE_BREAK, LOOP, "", ""):
-        stats.add(Step(None, draft, "", "", 1, cut=cut))
-    for cut in (LINE_BREAK, FOREIGN_SCRIPT):
-        stats.add(Step(None, draft, "", "", 1, final=True, cut=cut, copied=cut == FOREIGN_SCRIPT))
-    stats.add(Step(None, draft, "", "", 1, copied=True))
+    steps = [Step(None, draft, "", "", 1, cut=cut) for cut in ("line_end", "line_end", "loop", "", "")]
+    steps += [Step(None, draft, "", "", 1, final=True, cut=cut, copied=cut == "foreign_script")
+              for cut in ("line_end", "foreign_script")]
+    steps.append(Step(None, draft, "", "", 1, copied=True))
+    stats = PolicyStats()
+    for step in steps:
+        stats.add(step.summary())
     assert (stats.line_breaks, stats.degenerate, stats.final_line_breaks, stats.final_degenerate) == (2, 1, 1, 1)
     assert (stats.copied, stats.final_copied) == (1, 1)
-    assert not Step(None, draft, "", "", 1, cut=LINE_BREAK).degenerate and Step(None, draft, "", "", 1, cut=FOREIGN_SCRIPT).degenerate
-    (tmp_path / POLICY_LOG).write_text(json.dumps(dataclasses.asdict(stats)) + "\n")
+    assert not Step(None, draft, "", "", 1, cut="line_end").degenerate
+    assert Step(None, draft, "", "", 1, cut="foreign_script").degenerate
+    events = [*steps, SegmentEnd()]
+    (tmp_path / EVENT_LOG).write_text("".join(json.dumps(event.summary()) + "\n" for event in events))
     scores = policy_scores(tmp_path)
     assert scores["degenerate drafts (%)"] == pytest.approx(100 * 2 / 8)
     assert scores["line-ended drafts (%)"] == pytest.approx(100 * 3 / 8)
@@ -674,17 +704,17 @@ def test_the_soft_frontier_knob_refuses_a_mass_outside_zero_one_and_reaches_the_
     config = build_config(AlignAttConfig, {"model": "embedded", "frontier_min_mass": 0.03, "border": -2,
                                            "source_mass_threshold": 0.1})
     translator = AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm))
-    assert translator.params.frontier_min_mass == 0.03 and translator.params.border == -2
-    assert translator.params.source_mass_threshold == 0.1
+    assert translator.acceptance.params.frontier_min_mass == 0.03 and translator.acceptance.params.border == -2
+    assert translator.acceptance.params.source_mass_threshold == 0.1
 
 
 def test_the_head_vote_knob_refuses_an_unknown_vote_and_reaches_the_scan(tiny_lm):
     with pytest.raises(ConfigError, match="head_vote must be one of mean, lower_median, got 'median'"):
         build_config(AlignAttConfig, {"model": "embedded", "head_vote": "median"})
     assert AlignAttTranslator(tiny_lm, build_config(AlignAttConfig, {"model": "embedded"}),
-                              heads_of(tiny_lm)).params.head_vote == "mean"  # the paper's
+                              heads_of(tiny_lm)).acceptance.params.head_vote == "mean"  # the paper's
     config = build_config(AlignAttConfig, {"model": "embedded", "head_vote": "lower_median"})
-    assert AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm)).params.head_vote == "lower_median"
+    assert AlignAttTranslator(tiny_lm, config, heads_of(tiny_lm)).acceptance.params.head_vote == "lower_median"
 
 
 class CopyingSession:
@@ -700,7 +730,8 @@ class CopyingSession:
     def reset(self):
         pass
 
-    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=(),
+              repetition_penalty=1.0):
         read, prefix = read_and_target(self.tokenizer.decode(prompt_ids), self.source)
         text = " ".join([self.opening, *self.source[3:read]])
         if banned_first_tokens:
@@ -759,6 +790,7 @@ def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tin
     session = CopyingSession(tiny_lm.tokenizer, COPIED, "So was", after_ban)
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
     translator = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, final_retries=retries))
+    seen = observe(translator)
     # k=100: only the final step drafts
     assert " ".join(unit for e in stream(translator, COPIED) for unit in e.new_units) == expected
     calls = min(retries, len(after_ban))
@@ -767,14 +799,16 @@ def test_a_final_draft_that_copies_the_source_is_drafted_again_from_the_copy(tin
                     *(tiny_lm.tokenizer.encode(text, add_special_tokens=False)[0] for text in after_ban[:calls - 1])]
     assert session.bans == [tuple(first_tokens[:n + 1]) for n in range(calls)]  # each retry bans every copy's opening
     copying_retries = sum("needed" in text for text in after_ban[:calls])
-    stats = translator.stats
+    stats = seen.stats
     assert (stats.final_copied, stats.final_retries, stats.final_retries_copied) == (1, calls, copying_retries)
-    off = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60, copy_guard_words=0,
-                                          language_turn_words=0))  # the turn rule would see "for a" (tested below)
+    # the turn rule would see "for a" (tested below)
+    off = WaitkTranslator(lm, WaitkConfig(k=100, final_max_new_tokens=60,
+                                          draft_filters=without("copy", "opening_copy", "language_turn")))
+    seen_off = observe(off)
     assert " ".join(unit for e in stream(off, COPIED) for unit in e.new_units) == " ".join(["So was", *COPIED[3:]])
-    assert session.banned_calls == calls and off.stats.final_copied == 0
-    with pytest.raises(ConfigError, match="copy_guard_words must be >= 0"):
-        build_config(WaitkConfig, {"copy_guard_words": -1})
+    assert session.banned_calls == calls and seen_off.stats.final_copied == 0
+    with pytest.raises(ConfigError, match="copy_guard_words must be >= 1, got 0; to run without the copy filter"):
+        build_config(WaitkConfig, {"copy_guard_words": 0})
     with pytest.raises(ConfigError, match="final_retries must be >= 0"):
         build_config(WaitkConfig, {"final_retries": -1})
 
@@ -812,16 +846,16 @@ def test_a_live_step_commits_nothing_from_where_its_draft_copies_the_source(tiny
     again from the first uncommitted word."""
     session = CopyingSession(tiny_lm.tokenizer, COPIED, "So was", [" eine gute Generalisierung?"])
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    config = AlignAttConfig(border=1000, final_max_new_tokens=60, language_turn_words=0)  # the copy rule alone
+    config = AlignAttConfig(border=1000, final_max_new_tokens=60, draft_filters=without("language_turn"))  # copy alone
     translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
-    translator._draft_and_accept = lambda prompt, budget, accessible, banned: (  # every token accepted
-        (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    translator.acceptance = Acceptance()  # every token accepted
+    seen = observe(translator)
     emissions = stream(translator, COPIED)
     live = [list(e.new_units) for e in emissions[:-1]]
     # A live step keeps a finished draft's last word back; at 7 words read "needed for a good" is a copy.
     assert live == [["So"], [], [], ["was"], ["needed"], ["for"], [], []]
-    assert [s.copied for s in translator.steps if not s.final] == [False] * 6 + [True, True]
-    assert translator.stats.copied == 2
+    assert [s.copied for s in seen.steps if not s.final] == [False] * 6 + [True, True]
+    assert seen.stats.copied == 2
     assert list(emissions[-1].new_units) == ["eine", "gute", "Generalisierung?"]
 
 
@@ -831,29 +865,32 @@ TURNING = "Second, we will investigate the problem of context.".split()
 @pytest.mark.parametrize("turn_words, expected, live_english", [
     (1, "Zweitens, wir investigate Problem des Kontexts.", []),  # the default: held from "the"
     (2, "Zweitens, wir investigate the Problem des Kontexts.", ["the"]),  # "the" out before "of" was drafted
-    (0, "Zweitens, wir investigate the problem of context.", ["the", "problem", "of"]),  # off: the English goes out
+    (None, "Zweitens, wir investigate the problem of context.", ["the", "problem", "of"]),  # off: the English goes out
 ])
 def test_a_draft_that_turns_into_the_source_language_is_held_and_made_again(tiny_lm, turn_words, expected,
                                                                              live_english):
     """"Zweite, wir aim to investigate the ..." (AlignAtt, eval split): the draft goes on in English in words of its
     own, which no run of source words shows (the copy rule is off here to make sure of that). From its first
     English-only function word on no live step commits it once `language_turn_words` of them show
-    (`DraftGuard.copy_length`), and the final draft is made again from there with its first token banned, as a
+    (the `language_turn` filter), and the final draft is made again from there with its first token banned, as a
     copy is."""
     session = CopyingSession(tiny_lm.tokenizer, TURNING, "Zweitens, wir", [" Problem des Kontexts."])
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=0, language_turn_words=turn_words)
+    filters = without("copy", "opening_copy", "opening_language", "opening_word", *(() if turn_words else
+                                                                                    ("language_turn",)))
+    config = AlignAttConfig(border=1000, final_max_new_tokens=60, draft_filters=filters,
+                            language_turn_words=turn_words or 1)
     translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
-    translator._draft_and_accept = lambda prompt, budget, accessible, banned: (  # every token accepted
-        (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    translator.acceptance = Acceptance()  # every token accepted
+    seen = observe(translator)
     emissions = stream(translator, TURNING)
     assert " ".join(u for e in emissions for u in e.new_units) == expected
     live = [u for e in emissions[:-1] for u in e.new_units]
     assert live == ["Zweitens,", "wir", "investigate", *live_english]
-    assert any(step.copied for step in translator.steps if not step.final) is bool(turn_words)
-    assert (translator.stats.final_copied, session.banned_calls) == ((1, 1) if turn_words else (0, 0))
-    with pytest.raises(ConfigError, match="language_turn_words must be >= 0"):
-        build_config(AlignAttConfig, {"language_turn_words": -1})
+    assert any(step.copied for step in seen.steps if not step.final) is bool(turn_words)
+    assert (seen.stats.final_copied, session.banned_calls) == ((1, 1) if turn_words else (0, 0))
+    with pytest.raises(ConfigError, match="language_turn_words must be >= 1, got 0; to run without the language_turn"):
+        build_config(AlignAttConfig, {"language_turn_words": 0})
 
 
 class SourceLanguageSession:
@@ -869,7 +906,8 @@ class SourceLanguageSession:
 
     reset = CopyingSession.reset
 
-    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=()):
+    def draft(self, prompt_ids, max_new_tokens, capture=True, stop=None, banned_first_tokens=(),
+              repetition_penalty=1.0):
         assert not banned_first_tokens, "a draft that opens in the source language is not made again"
         read, prefix = read_and_target(self.tokenizer.decode(prompt_ids), self.source)
         english = " ".join(self.english).startswith(prefix) and (bool(prefix) or read < self.english_until)
@@ -884,31 +922,31 @@ class SourceLanguageSession:
 def test_no_live_step_commits_a_draft_that_opens_in_the_source_language(tiny_lm, english_until, expected):
     """Whisper heard "Good morning everyone" as "God-mourning everyone and", and the first drafts were English of
     the model's own ("God's love is ..."), which copies no source run: no live step commits them
-    (`DraftGuard.opens_in_source_language`, part of the copy guard), so the drafts that see more words translate
+    (the `opening_language` filter), so the drafts that see more words translate
     from the segment's start. Off, "God's love" is committed and the line stays English, as `make demo`'s first line
     did. A final draft is not held or made again for its language."""
     source = "God-mourning everyone and thank you for coming.".split()
     english = "God's love is with all of you who came here today."
 
-    def translate(copy_guard_words):
+    def translate(filters):
         session = SourceLanguageSession(tiny_lm.tokenizer, source, english,
                                         "Guten Morgen allerseits, danke fürs Kommen.", english_until)
         lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-        config = AlignAttConfig(border=1000, final_max_new_tokens=60, copy_guard_words=copy_guard_words,
-                                language_turn_words=0)  # the rule for a turn later in the draft: tested below
+        config = AlignAttConfig(border=1000, final_max_new_tokens=60, draft_filters=filters)
         translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
-        translator._draft_and_accept = lambda prompt, budget, accessible, banned: (  # every token accepted
-            (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
-        return translator, stream(translator, source)
+        translator.acceptance = Acceptance()  # every token accepted
+        return translator, observe(translator), stream(translator, source)
 
-    translator, emissions = translate(4)
+    # the rule for a turn later in the draft: tested below
+    translator, seen, emissions = translate(without("language_turn"))
     assert " ".join(u for e in emissions for u in e.new_units) == expected
-    live = [step for step in translator.steps if not step.final]
+    live = [step for step in seen.steps if not step.final]
     held = min(english_until - 1, len(source))  # the live steps that drafted English (one per word read)
     assert [step.copied for step in live[:held]] == [True] * held and not any(step.copied for step in live[held:])
     assert all(not e.new_units for e in emissions[:held])
-    assert translator.stats.final_copied == 0
-    translator, emissions = translate(0)
+    assert seen.stats.final_copied == 0
+    translator, seen, emissions = translate(without("language_turn", "copy", "opening_copy", "opening_language",
+                                                    "opening_word"))
     assert " ".join(u for e in emissions for u in e.new_units) == "God's love is with all of you who came"
     assert emissions[0].new_units == ("God's", "love")  # all but the draft's last unit
 
@@ -924,14 +962,15 @@ def test_no_live_step_commits_the_source_language_words_before_a_copy(tiny_lm):
     session = SourceLanguageSession(tiny_lm.tokenizer, heard, english, "Guten Morgen allerseits, danke fürs Kommen.",
                                     english_until=100)
     lm = SimpleNamespace(tokenizer=tiny_lm.tokenizer, session=lambda heads: session)
-    config = AlignAttConfig(border=1000, max_new_tokens=60, copy_guard_words=4, language_turn_words=0)
+    config = AlignAttConfig(border=1000, max_new_tokens=60, draft_filters=without("language_turn"))
     translator = AlignAttTranslator(lm, config, heads_of(tiny_lm))
-    translator._draft_and_accept = lambda prompt, budget, accessible, banned: (  # every token accepted
-        (draft := translator.session.draft(prompt.token_ids, budget)), len(draft.tokens), None)
+    translator.acceptance = Acceptance()  # every token accepted
+    seen = observe(translator)
     translator.reset()
     words = [SourceWord(word, end_time=0.3 * (index + 1)) for index, word in enumerate(heard)]
     emission = translator.revise(words, now=1.25)  # words ended by 1.2 s: four accessible
-    step = translator.steps[-1]
+    step = seen.steps[-1]
     assert (step.accessible_words, step.final, step.draft_text) == (4, False, english)
-    assert translator.guard.copy_length([], english, heard) == len("God's love")  # the run starts at "everyone"
+    copy = next(f for f in translator.filters if f.name == "copy")
+    assert copy.find(DraftText(english, [], heard)) == len("God's love")  # the run starts at "everyone"
     assert step.copied and step.committed_text == "" and emission.new_units == ()

@@ -21,7 +21,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     raise ImportError("simulstream is not installed: pip install 'simulagents[speech]' (or `make install`)") from error
 
 from agents.core import SpeechStreamingTranslator
-from common.config import ConfigError, build_config, read_yaml
+from common.config import ConfigError, build_config, read_yaml, with_extends
 from common.languages import LanguageError, language_code
 from common.stream import Emission
 from common.weights import WeightCache, WeightLoad
@@ -29,7 +29,7 @@ from common.weights import WeightCache, WeightLoad
 
 def config_values(namespace: Any) -> dict:
     """The flat key: value pairs of simulstream's YAML namespace (plus a YAML named by `config`, below them)."""
-    values = dict(vars(namespace)) if namespace is not None else {}
+    values = with_extends(dict(vars(namespace))) if namespace is not None else {}
     nested = values.pop("config", None)
     base = read_yaml(nested) if nested else {}
     return {**base, **values}

@@ -1,14 +1,19 @@
 """The knobs of the LLM text systems (AlignAtt and the wait-k baseline): names, defaults and help in one place."""
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass
 
 from backends.asr import DEFAULT_WHISPER_THREADS
 from backends.choice import runtime_name
-from common.config import ConfigError, knob, with_default
+from common.config import ConfigError, knob, same_knob, with_default
 from common.knobs import LanguagePairKnobs, ModelKnobs, WaitkKnob
 from common.languages import LanguageError, language_code
-from policies.alignatt import HEAD_VOTES
+from policies.alignatt import AlignAttParams
+from policies.degenerate import DRAFT_FILTERS
+
+DRAFT_FILTER_NAMES = tuple(DRAFT_FILTERS)
 
 
 def check_language_pair(source_lang: str, target_lang: str) -> None:
@@ -25,68 +30,102 @@ def check_language_pair(source_lang: str, target_lang: str) -> None:
         raise ConfigError(f"source and target language are both {source_lang!r}")
 
 
-# The draft rules `rule_off` turns off one at a time (docs/draft_rules.md measures each alone).
-DRAFT_RULES = ("loop", "foreign_script", "copy", "opening_copy", "opening_word", "final_retries", "opening_language",
-               "language_turn", "final_budget", "sentence_end", "min_accessible_words", "waitk_floor")
-# The rules that are a knob already: `rule_off` sets the knob to this value (off).
-KNOB_RULES = {"final_retries": ("final_retries", 0), "language_turn": ("language_turn_words", 0),
-              "sentence_end": ("withhold_sentence_end", False),
-              "min_accessible_words": ("min_accessible_words", 0), "waitk_floor": ("waitk_floor", 0)}
+def parse_names(value) -> tuple[str, ...]:
+    """A list knob from YAML (a list) or a flag (names joined by "+" or spaces, so that `--sweep` can list several
+    values with commas): a tuple of names; "none" or an empty string is the empty list."""
+    if isinstance(value, str):  # "a+b", "none", or a list written out ("['a', 'b']", "[]") by a harness command line
+        names = re.split(r"[+,\s\[\]'\"]+", value.strip())
+        names = [name for name in names if name]
+        return () if names == ["none"] else tuple(names)
+    if isinstance(value, (list, tuple)) and all(isinstance(name, str) for name in value):
+        return tuple(value)
+    raise ValueError(f"expected a list of names, got {value!r}")
 
 
 @dataclass(frozen=True)
 class LLMTranslatorConfig(ModelKnobs, LanguagePairKnobs):
-    max_new_tokens: int = knob(16, "draft budget per step (paper: 16)")
+    max_new_tokens: int = knob(16, "most tokens a live draft may take (paper: 16)")
+    live_budget_ratio: float = knob(0.0, "a live draft takes at most ratio x source tokens + live_budget_slack, at "
+                                         "least live_budget_floor (reference: 1.0, 8, 4); 0: max_new_tokens")
+    live_budget_slack: int = knob(8, "tokens added to ratio x source tokens in a live draft's budget")
+    live_budget_floor: int = knob(4, "fewest tokens a live draft's proportional budget gives")
     final_max_new_tokens: int = knob(256, "most tokens the final flush may draft once the source is complete")
     final_budget_ratio: float = knob(2.0, "the final flush drafts at most ratio x source tokens + slack for the "
                                           "segment's whole target (less what is committed): loops cannot run on")
     final_budget_slack: int = knob(8, "tokens added to ratio x source tokens in the final budget")
+    final_budget_floor: int = knob(1, "fewest tokens the final budget gives (the reference code: 32)")
+    final_budget_less_committed: bool = knob(True, "the final budget is less the tokens the segment committed "
+                                                   "already (the reference code: false)")
+    repetition_penalty: float = knob(1.0, "greedy drafting with the logit of every prompt or draft token divided by "
+                                          "this (a negative one multiplied), as transformers and vLLM do (the "
+                                          "reference code: 1.05); 1.0: plain greedy")
+    prompt_style: str = knob("simulagents", "the prompt's wording and layout: simulagents (paper Eq. 1: the source, "
+                                            "then the instruction) or alignatt4llm (the reference code's: its "
+                                            "system prompt, the source after '[Current English ASR prefix]', the "
+                                            "committed target as the assistant's unfinished message, a live "
+                                            "source's trailing .!? dropped)")
+    hold_back_words: int = knob(0, "text input (words without end times): the last this many read words are not yet "
+                                   "accessible (the reference code: 1)")
     final_retries: int = knob(3, "times a final draft cut where it stops being a translation (a copy of the source, a "
                                  "loop, a foreign script) is made again from the cut, the token there banned and the "
                                  "first token of every copying retry (\"Okay, now I'm going\" -> \"OK, now I'm going\""
                                  " -> a translation); a copy is kept if every retry copies; 0: kept at once")
-    copy_guard_words: int = knob(4, "a run of this many draft words repeating source words in order (two of them in "
-                                    "lower case) is a copy, not a translation: a live step commits nothing from "
-                                    "it, a final draft is made again from it (`final_retries`); nor does a live "
-                                    "step commit a segment's draft that opens in the source language (its "
-                                    "function words, not the target's); a segment's draft that opens with the "
-                                    "source's first word, a function word of its language only, is drafted again "
-                                    "without it; 0: off")
-    language_turn_words: int = knob(1, "a draft that turns into the source language, this many of its function "
-                                       "words and none of the target's in five units, copies like a run of source "
-                                       "words (`copy_guard_words`): \"Zweite, wir | aim to investigate the\"; "
-                                       "titles in quotes and capitalised names aside; 0: off")
-    policy_log: str = knob("", "append the policy's statistics (live steps, gate fired, tokens withheld, degenerate "
-                               "drafts) as one JSON line per finished segment to this file; empty: off")
+    draft_filters: tuple[str, ...] = knob(
+        DRAFT_FILTER_NAMES, "the draft filters that run, each saying where a draft stops being a translation "
+        "(policies/degenerate.py, docs/draft_rules.md): line_end, foreign_script, loop (cut the draft there), copy, "
+        "opening_copy, language_turn, opening_language (it copies the source from there: a live step commits "
+        "nothing from there, a final draft is made again from there), opening_word (drafted again without its "
+        "first word); a filter not listed does not run, none is the paper's algorithm. A flag joins names with +",
+        parse=parse_names)
+    copy_guard_words: int = knob(4, "the copy filter: a run of this many draft words repeating source words in order "
+                                    "(two of them in lower case) is a copy, not a translation")
+    language_turn_words: int = knob(1, "the language_turn filter: a draft turns into the source language where five "
+                                       "units hold this many of its function words and none of the target's "
+                                       "(\"Zweite, wir | aim to investigate the\"; titles in quotes and capitalised "
+                                       "names aside)")
+    event_log: str = knob("", "append what the translator does (each draft step, each rule that fired, each "
+                              "finished segment) as JSON lines to this file, for `simulagents eval` to count; "
+                              "empty: off")
     withhold_sentence_end: bool = knob(False, "before the source segment is complete, emit nothing from the first "
                                               "target unit that closes a sentence on (the speech cascade does)")
-    rule_off: str = knob("", "measurement only: run with this one draft rule off (`DRAFT_RULES`: loop, "
-                             "foreign_script, copy, opening_copy, opening_word, final_retries, opening_language, "
-                             "language_turn, final_budget, sentence_end, min_accessible_words, waitk_floor); empty "
-                             "or none: every rule on")
     instruction_position: str = knob("after_source", "where the prompt's instruction stands: after_source (paper "
                                                      "Eq. 1) or before_source (a step then re-computes only the "
                                                      "changed source, the template's closing and the target prefix)")
 
     def validate(self) -> None:
-        from backends.hf.prompt import instruction_position_error
+        from backends.prompt import instruction_position_error, prompt_style_error
 
         if error := instruction_position_error(self.instruction_position):
             raise ConfigError(error)
         if self.max_new_tokens < 1 or self.final_max_new_tokens < 1:
             raise ConfigError("max_new_tokens and final_max_new_tokens must be >= 1")
-        if self.rule_off not in ("", "none", *DRAFT_RULES):
-            raise ConfigError(f"rule_off must be one of none, {', '.join(DRAFT_RULES)}, got {self.rule_off!r}")
+        if unknown := sorted(set(self.draft_filters) - set(DRAFT_FILTER_NAMES)):
+            raise ConfigError(f"draft_filters: unknown filter(s) {', '.join(unknown)}; the filters are "
+                              f"{', '.join(DRAFT_FILTER_NAMES)} (none: the paper's algorithm)")
         if self.final_retries < 0:
             raise ConfigError(f"final_retries must be >= 0, got {self.final_retries}")
-        if self.language_turn_words < 0:
-            raise ConfigError(f"language_turn_words must be >= 0 (0 turns the rule off), got "
-                              f"{self.language_turn_words}")
-        if self.copy_guard_words < 0:
-            raise ConfigError(f"copy_guard_words must be >= 0 (0 turns the guard off), got {self.copy_guard_words}")
+        for name, rule in (("copy_guard_words", "copy"), ("language_turn_words", "language_turn")):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; to run without the {rule} "
+                                  f"filter, leave it out of draft_filters")
         if not self.final_budget_ratio > 0 or self.final_budget_slack < 0:
             raise ConfigError(f"final_budget_ratio must be > 0 and final_budget_slack >= 0, got "
                               f"{self.final_budget_ratio} and {self.final_budget_slack}")
+        if not 1 <= self.final_budget_floor <= self.final_max_new_tokens:
+            raise ConfigError(f"final_budget_floor must be between 1 and final_max_new_tokens "
+                              f"({self.final_max_new_tokens}), got {self.final_budget_floor}")
+        if self.live_budget_ratio < 0 or self.live_budget_slack < 0 or (
+                self.live_budget_ratio > 0 and not 1 <= self.live_budget_floor <= self.max_new_tokens):
+            raise ConfigError(f"live_budget_ratio and live_budget_slack must be >= 0 and live_budget_floor between 1 "
+                              f"and max_new_tokens ({self.max_new_tokens}), got {self.live_budget_ratio}, "
+                              f"{self.live_budget_slack}, {self.live_budget_floor}")
+        if not self.repetition_penalty >= 1.0 or self.repetition_penalty == float("inf"):
+            raise ConfigError(f"repetition_penalty must be a finite number >= 1.0 (1.0: plain greedy; the reference "
+                              f"code: 1.05), got {self.repetition_penalty}")
+        if error := prompt_style_error(self.prompt_style):
+            raise ConfigError(error)
+        if self.hold_back_words < 0:
+            raise ConfigError(f"hold_back_words counts words, >= 0; got {self.hold_back_words}")
         if self.model_dtype not in ("float32", "bfloat16", "float16", "int8"):
             raise ConfigError(f"model_dtype must be float32, bfloat16, float16 or int8, got {self.model_dtype!r}")
         if self.model_dtype == "int8" and self.model_device != "cpu":
@@ -137,7 +176,7 @@ class DraftBackendKnob:
                                       "pass over each draft; slower than eager on a CPU): backends/hf/compiled_step.py")
 
     def lm_options(self) -> dict:
-        """The keyword arguments of `backends.choice.lm_load` that this configuration sets (each runtime takes the
+        """The keyword arguments of `backends.choice.lm_weights` that this configuration sets (each runtime takes the
         ones that change what it loads, and they key the shared weights)."""
         return {"dtype": self.model_dtype, "device": self.model_device, "gguf_weights": self.gguf_weights,
                 "n_threads": self.n_threads, "n_ctx": self.n_ctx, "compiled": self.model_compile}
@@ -190,38 +229,34 @@ class DraftingConfig(LLMTranslatorConfig, DraftBackendKnob):
 class AlignAttConfig(DraftingConfig):
     heads: str = knob("", "heads JSON (published format); empty: the default set for the model and direction")
     top_k_heads: int = knob(8, "how many of the ranked heads to use (paper: 8)")
-    border: int = knob(0, "frontier margin b in source words: stop at the first draft token whose attention peak "
-                          "is on word >= N_accessible + b (0: a word not yet accessible; -f: also the last f "
-                          "accessible words, AlignAtt's 'last f words' rule for text input)")
-    argmax_mass_threshold: float = knob(0.0, "tau_argmax: minimum head-averaged mass on the peak word")
-    source_mass_threshold: float = knob(0.0, "tau_src: minimum head-averaged mass on accessible source")
-    median_width: int = knob(7, "width of the median filter along the source axis (paper: 7)")
-    frontier_min_mass: float = knob(0.0, "soft frontier: a peak at or past the frontier rejects only when the "
-                                         "head-averaged mass on the words from the frontier on is at least this "
-                                         "(reference code: 0.03; 0: every such peak rejects)")
-    head_vote: str = knob("mean", "how the heads' z-scored rows give one source peak: 'mean' (paper Fig. 4: argmax "
-                                  "of their average) or 'lower_median' (reference code: lower median of each "
-                                  "head's argmax)")
+    # The gate's knobs, declared once in policies.alignatt.AlignAttParams (`gate_params`).
+    border: int = same_knob(AlignAttParams, "border")
+    argmax_mass_threshold: float = same_knob(AlignAttParams, "argmax_mass_threshold")
+    source_mass_threshold: float = same_knob(AlignAttParams, "source_mass_threshold")
+    median_width: int = same_knob(AlignAttParams, "median_width")
+    frontier_min_mass: float = same_knob(AlignAttParams, "frontier_min_mass")
+    head_vote: str = same_knob(AlignAttParams, "head_vote")
+    frontier_unit: str = same_knob(AlignAttParams, "frontier_unit")
+    gate_dtype: str = same_knob(AlignAttParams, "gate_dtype")
     waitk_floor: int = knob(0, "k of a wait-k schedule under the gate: a live step commits at least the draft units "
                                "wait-k would have written by now (one per accessible word after the first k - 1; "
                                "Chinese 1.8 characters), even where the gate stopped earlier; 0: off")
 
+    def gate_params(self) -> AlignAttParams:
+        """The gate's settings (`policies.alignatt.AlignAttParams`): its knobs of this config."""
+        return AlignAttParams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(AlignAttParams)})
+
     def validate(self) -> None:
         super().validate()
-        if self.head_vote not in HEAD_VOTES:
-            raise ConfigError(f"head_vote must be one of {', '.join(HEAD_VOTES)}, got {self.head_vote!r}")
+        try:
+            self.gate_params()
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         if self.top_k_heads < 1:
             raise ConfigError("top_k_heads must be >= 1")
         if self.waitk_floor < 0:
             raise ConfigError(f"waitk_floor is the k of a wait-k schedule under the gate, >= 1 (0: off), got "
                               f"{self.waitk_floor}")
-        if self.median_width < 1 or self.median_width % 2 == 0:
-            raise ConfigError(f"median_width must be odd and >= 1, got {self.median_width}")
-        for name, off in (("frontier_min_mass", "the soft frontier"), ("source_mass_threshold", "the tau_src gate"),
-                          ("argmax_mass_threshold", "the tau_argmax gate")):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:  # above 1 every token would be rejected: no output, no error
-                raise ConfigError(f"{name} is an attention mass in [0, 1], got {value}; 0 turns {off} off")
 
 
 @dataclass(frozen=True)

@@ -1,37 +1,34 @@
 """Simultaneous translation with a decoder-only LLM: re-prompt with the source so far and the committed target,
-draft greedily, and let a policy decide how much of the draft to commit (AlignAtt, wait-k).
+draft greedily, let the draft filters and a policy decide how much of the draft to commit (AlignAtt, wait-k, ...).
 
 A stream is a sequence of segments (sentences): `flush`/`finish_segment` completes one, and the next starts with a
 fresh prompt, so a long talk costs per step what its current sentence costs."""
 from __future__ import annotations
 
-import dataclasses
-import json
-from abc import abstractmethod
-from collections import Counter, deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
-import numpy as np
-
-from common.stream import Emission, SourceWord
 from agents.core import StreamingTranslator
-from agents.systems.config import DRAFT_RULES, KNOB_RULES, AlignAttConfig, LLMTranslatorConfig, LocalAgreementConfig, WaitkConfig
-from backends.choice import load_lm
-from backends.heads import HeadSet, default_heads, load_heads
+from agents.systems.config import AlignAttConfig, LLMTranslatorConfig, LocalAgreementConfig, WaitkConfig
+from agents.systems.events import Event, EventLog, Observer, RuleFired, SegmentEnd, Step
+from backends.choice import lm_weights
 from backends.draft import Draft
-from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt
+from backends.heads import HeadSet, default_heads, load_heads
+from backends.prompt import PromptBuilder, PromptError, TranslationPrompt
 from backends.models import stream_tokenizer
-from policies.alignatt import AlignAttParams, DraftScanner, ScanResult
+from common.stream import Emission, SourceWord
+from policies.acceptance import Acceptance, AlignAtt, DraftJudge, DraftReader, LocalAgreement, Waitk, WaitkFloor
+from policies.budget import token_budget
 from policies.degenerate import (
+    CUT,
     DEGENERATE_CUTS,
-    LINE_BREAK,
-    Decision,
-    DraftGuard,
-    final_budget,
+    DraftText,
+    FilterSettings,
+    Verdict,
+    judge,
+    make_filters,
 )
 from policies.frontier import accessible_word_count
-from policies.local_agreement import agreed_prefix
 from policies.transcript import ends_sentence
 from policies.units import (
     REPLACEMENT_CHARACTER,
@@ -41,175 +38,63 @@ from policies.units import (
     split_units,
     target_unit_for,
 )
-from policies.waitk import default_units_per_word, waitk_target_budget
+from policies.waitk import default_units_per_word
 
 if TYPE_CHECKING:  # any runtime's LM: backends.hf.lm, backends.llama_cpp.lm, backends.vllm.lm
     from backends.hf.lm import CausalLM
 
 
-MAX_KEPT_STEPS = 512  # diagnostics kept per stream: bounded, so a one-hour talk does not grow memory
-
-
 @dataclass(frozen=True)
-class Step:
-    """What one policy call saw and decided (kept for diagnostics and tests).
+class Attempt:
+    """What a step drafts next (one variable, as faster-whisper's temperature fallback): the first draft; the same
+    again without its first token (`banned`); or a final draft's retry from where the last one was cut, after its
+    `kept` text, with the `budget` left and the first draft's text as the `fallback` where every retry copies.
+    `committed`: the step is over and commits this."""
 
-    cut: the rule of `policies.degenerate.DraftGuard` that ended the draft ("" where none did): a line break (the
-    translation's line ended) or a degenerate cut (a loop, a foreign script).
-    retry: a final draft made again after the previous one was cut (a copy, a loop: `LLMTranslator._step`).
-    copied: the draft's usable text copies the source from some unit on (`DraftGuard.copy_length`): a live step
-    commits nothing from there, a final one is made again from there. A live draft that opens the segment in the
-    source language (`policies.degenerate.opens_in_source_language`) counts as copied from its start.
-    floor_tokens: draft tokens a live step accepted past the gate's first rejected one because the wait-k floor
-    (`waitk_floor`) asked for them (0 where the gate allowed as much, or there is no gate).
-    """
-
-    prompt: TranslationPrompt | None
-    draft: Draft | None
-    draft_text: str
-    committed_text: str
-    accessible_words: int
-    scan: ScanResult | None = None
-    final: bool = False
-    cut: str = ""
-    skipped: str = ""  # why no draft was made (a source the prompt cannot map), else empty
+    banned: tuple[int, ...] = ()
+    kept: str = ""
+    fallback: str = ""
+    budget: int | None = None
     retry: bool = False
-    copied: bool = False
-    floor_tokens: int = 0
-
-    @property
-    def degenerate(self) -> bool:
-        """Whether the draft stopped being a translation (a cut other than the end of its line)."""
-        return self.cut in DEGENERATE_CUTS
-
-    @property
-    def gate_fired(self) -> bool:
-        """Whether the AlignAtt gate rejected a draft token at this step (the draft was not accepted whole)."""
-        return self.scan is not None and self.scan.accepted_tokens < len(self.scan.decisions)
-
-    @property
-    def gate_failure(self) -> str | None:
-        """The gate rule that rejected a draft token at this step (`policies.alignatt.FailureReason`), or None."""
-        return self.scan.decisions[-1].failure if self.gate_fired else None
-
-    @property
-    def gate_stopped_tokens(self) -> int:
-        """Draft tokens the gate withheld: from the first rejected one to the end of the draft."""
-        if self.scan is None or self.draft is None:
-            return 0
-        return len(self.draft.tokens) - self.scan.accepted_tokens if self.gate_fired else 0
-
-
-@dataclass
-class PolicyStats:
-    """Counts over a stream's steps: how often the policy held back part of a draft.
-
-    gate_fired: steps where the AlignAtt gate rejected a token, split by the rule that did in gate_source_frontier
-    (the attention peak), gate_argmax_mass_weak (tau_argmax), gate_provenance_weak (tau_src) and gate_nonfinite;
-    gate_stopped_tokens: draft tokens withheld by it;
-    degenerate: drafts cut by the DraftGuard because they stopped being a translation; line_breaks: drafts that
-    ended their line (the guard cuts them there too, but that is how a one-line translation ends); skipped: steps
-    whose source could not be mapped; final_retries: final drafts made again after a cut (counted apart from
-    final_steps), final_retries_degenerate: those cut as degenerate; copied, final_copied
-    and final_retries_copied: live drafts, final drafts and retries that copied the source (a final draft keeps its
-    copy where every retry copies too); floor_steps and floor_tokens: live steps where the wait-k floor committed
-    past where the gate stopped, and the draft tokens it accepted there.
-    """
-
-    live_steps: int = 0
-    draft_tokens: int = 0
-    gate_fired: int = 0
-    gate_source_frontier: int = 0
-    gate_argmax_mass_weak: int = 0
-    gate_provenance_weak: int = 0
-    gate_nonfinite: int = 0
-    gate_stopped_tokens: int = 0
-    degenerate: int = 0
-    line_breaks: int = 0
-    final_steps: int = 0
-    final_degenerate: int = 0
-    final_line_breaks: int = 0
-    final_retries: int = 0
-    final_retries_degenerate: int = 0
-    copied: int = 0
-    final_copied: int = 0
-    final_retries_copied: int = 0
-    floor_steps: int = 0
-    floor_tokens: int = 0
-    skipped: int = 0
-
-    def add(self, step: "Step") -> None:
-        if step.skipped:
-            self.skipped += 1
-            return
-        if step.retry:
-            self.final_retries += 1
-            self.final_retries_degenerate += step.degenerate
-            self.final_retries_copied += step.copied
-            return
-        if step.final:
-            self.final_steps += 1
-            self.final_degenerate += step.degenerate
-            self.final_copied += step.copied
-            self.final_line_breaks += step.cut == LINE_BREAK
-            return
-        self.live_steps += 1
-        self.draft_tokens += len(step.draft.tokens)
-        self.gate_fired += step.gate_fired
-        if step.gate_fired:
-            name = f"gate_{step.gate_failure}"
-            setattr(self, name, getattr(self, name) + 1)
-        self.gate_stopped_tokens += step.gate_stopped_tokens
-        self.floor_steps += step.floor_tokens > 0
-        self.floor_tokens += step.floor_tokens
-        self.degenerate += step.degenerate
-        self.line_breaks += step.cut == LINE_BREAK
-        self.copied += step.copied
+    committed: str | None = None
 
 
 class LLMTranslator(StreamingTranslator):
-    """Shared loop; subclasses decide how many draft tokens are acceptable (`_accepted_tokens`)."""
+    """The shared step of every LLM policy. `policy` makes, from the stream's `DraftReader`, the policy that says how
+    much of a live draft may be committed (`policies.acceptance`); `observers` receive what the translator
+    does (`agents.systems.events`)."""
 
-    def __init__(self, lm: CausalLM, config: LLMTranslatorConfig, heads: Sequence[tuple[int, int]] | None = None):
+    def __init__(self, lm: CausalLM, config: LLMTranslatorConfig, policy: Callable[[DraftReader], Acceptance],
+                 heads: Sequence[tuple[int, int]] | None = None, observers: Sequence[Observer] = ()):
         super().__init__(target_unit_for(config.target_lang))
         self.lm = lm
-        if config.rule_off in KNOB_RULES:  # a rule measured off that is a knob already: that knob's off value
-            name, off = KNOB_RULES[config.rule_off]
-            config = dataclasses.replace(config, **{name: off}) if hasattr(config, name) else config
         self.config = config
-        self.rules_off = frozenset({config.rule_off}) - {"", "none"}
         self.tokenizer = stream_tokenizer(lm.tokenizer)  # this stream's own: server threads share no tokenizer state
         self.decodes_leading_space = decodes_leading_space(self.tokenizer)
+        self.reader = DraftReader(self._decode, self.target_unit)
+        self.acceptance = policy(self.reader)
         self.prompts = PromptBuilder(self.tokenizer, config.source_lang, config.target_lang,
-                                     config.instruction_position)
-        self.fired: Counter = Counter()  # per draft rule, the times it found something (measurement)
-        self._logged_fired: Counter = Counter()
-        self.guard = DraftGuard(self.target_unit, config.target_lang, config.copy_guard_words, config.source_lang,
-                                config.language_turn_words, self.rules_off)
+                                     config.instruction_position, style=config.prompt_style)
+        self.filters = make_filters(config.draft_filters, FilterSettings(
+            self.target_unit, config.source_lang, config.target_lang, config.copy_guard_words,
+            config.language_turn_words))
+        self.observers: list[Observer] = [*observers, *([EventLog(config.event_log)] if config.event_log else [])]
         self.session = lm.session(heads)
-        self.capture = heads is not None
         self.source_words: list[SourceWord] = []  # of the current segment
         self.segment_start = 0  # index in emitted_units where the current segment's target begins
-        self.steps: deque[Step] = deque(maxlen=MAX_KEPT_STEPS)
-        self.stats = PolicyStats()  # this stream's, since reset
-        self._logged_stats = PolicyStats()  # the part of `stats` already written to policy_log
         self._last_step_key: tuple | None = None
 
     def reset(self) -> None:
         super().reset()
         self.session.reset()
+        self.acceptance.finish_segment()
         self.source_words = []
         self.segment_start = 0
-        self.steps.clear()
-        self.stats = PolicyStats()
-        self._logged_stats = PolicyStats()
-        self.fired.clear()
-        self._logged_fired = Counter()
         self._last_step_key = None
 
-    def _record(self, step: Step) -> None:
-        self.steps.append(step)
-        self.stats.add(step)
+    def _report(self, event: Event) -> None:
+        for observer in self.observers:
+            observer(event)
 
     @property
     def segment_units(self) -> list[str]:
@@ -225,8 +110,8 @@ class LLMTranslator(StreamingTranslator):
         self.source_words = prompt_words(words)
         if not self.source_words:
             return Emission()
-        if now is None:
-            accessible = len(self.source_words)
+        if now is None:  # text: every word read, less `hold_back_words`
+            accessible = max(0, len(self.source_words) - self.config.hold_back_words)
         else:
             accessible = accessible_word_count([w.end_time for w in self.source_words], now, hold_back)
         return self._emit(self._step(accessible, final=False))
@@ -242,152 +127,133 @@ class LLMTranslator(StreamingTranslator):
         self.source_words = []
         self.segment_start = len(self.emitted_units)
         self._last_step_key = None
-        self._write_policy_log()
+        self.acceptance.finish_segment()
+        self._report(SegmentEnd())
         return emission
 
-    def _write_policy_log(self) -> None:
-        """Append the statistics since the last line to `policy_log` (one JSON line per finished segment), so an
-        evaluation can say how often the gate fired. `stats` keeps counting for the whole stream."""
-        if self.config.policy_log:
-            now, before = asdict(self.stats), asdict(self._logged_stats)
-            fired = {f"fired_{rule}": self.fired[rule] - self._logged_fired[rule] for rule in DRAFT_RULES}
-            with open(self.config.policy_log, "a", encoding="utf-8") as log:
-                log.write(json.dumps({**{name: now[name] - before[name] for name in now}, **fired}) + "\n")
-            self._logged_stats = PolicyStats(**now)
-            self._logged_fired = Counter(self.fired)
-
     def _step(self, accessible: int, final: bool) -> Emission:
-        """One step, top to bottom: build the prompt, draft, decide how much of the draft is a usable translation
-        (`DraftGuard.decide`), apply the policy's acceptance, emit. One bounded loop drafts again: once without its
-        first token, a segment's draft that opens with the source's first word ("For | esempio" becomes "Per
-        esempio"); up to `final_retries` times after the text before its cut, a final draft cut where it stops being
-        one (a copy, a loop, a foreign script), banning the token the cut began with and the first token of each
-        copying retry; where all copy, the first stands (an untranslated sentence says more than none)."""
-        if not final and (accessible < max(1, self.config.min_accessible_words) or not self._may_write(accessible)):
-            self.fired["min_accessible_words"] += 1 <= accessible < self.config.min_accessible_words
-            return Emission()
+        """One step in five moves: build the prompt, draft, filter (the preset's `draft_filters`), accept (the
+        policy; a final draft is accepted whole), emit. A draft the step cannot use as it is, is drafted again
+        (`_next_attempt`): one bounded loop over one variable."""
         source = [w.text for w in self.source_words]
-        # Greedy drafting is deterministic: the same source, frontier and target prefix decide the same again.
+        if not self._may_step(source, accessible, final):
+            return Emission()
+        attempt = Attempt()
+        for _ in range(2 + self.config.final_retries):
+            prompt = self._prompt(source, attempt.kept, accessible, final)
+            if prompt is None:
+                return Emission()
+            prefix = [*self.segment_units, *split_units(attempt.kept, self.target_unit,
+                                                        continues=bool(self.segment_units))]
+            draft, judged, budget = self._draft(prompt, prefix, accessible, final, attempt)
+            text = self._text(draft, final)
+            verdict = judge(self.filters, DraftText(text, prefix, source, live=not final))
+            if verdict.redraft and not attempt.banned:  # drafted again at once without its first token
+                self._report(Step(prompt, draft, text, "", accessible, final=final, found=verdict.found, dropped=True))
+                attempt = Attempt(banned=(draft.tokens[0],))
+                continue
+            accepted = judged.accepted(draft, verdict.length)
+            committed = self._commit_text(draft, text, accepted, verdict, final)
+            copied = None if verdict.copied is None else min(verdict.copied, len(committed))
+            self._report(Step(prompt, draft, text, committed[:copied], accessible, judged.scan, final, verdict.cut,
+                              retry=attempt.retry, copied=copied is not None, floor_tokens=judged.floor_tokens,
+                              found=verdict.found))
+            if judged.floor_used:
+                self._report(RuleFired("waitk_floor"))
+            attempt = self._next_attempt(attempt, draft, budget, verdict, committed, copied, final)
+            if attempt.committed is not None:
+                break
+        return self._emission(attempt.committed, accessible, final)
+
+    def _may_step(self, source: list[str], accessible: int, final: bool) -> bool:
+        """Whether this step drafts at all: a live one not before `min_accessible_words` accessible words nor where
+        the policy may not write; none where the same source, frontier and target prefix were decided already
+        (greedy drafting is deterministic: they decide the same again)."""
+        if not final and (accessible < max(1, self.config.min_accessible_words)
+                          or not self.acceptance.may_write(accessible, self.segment_units)):
+            if 1 <= accessible < self.config.min_accessible_words:
+                self._report(RuleFired("min_accessible_words"))
+            return False
         step_key = (tuple(source), accessible, join_units(self.segment_units, self.target_unit), final)
         if step_key == self._last_step_key:
-            return Emission()
+            return False
         self._last_step_key = step_key
-        kept, banned, budget, first, retry = "", [], None, "", False  # what is drafted again: see above
-        for _ in range(2 + self.config.final_retries):
-            target_prefix = join_units(self.segment_units, self.target_unit) + kept
-            try:  # a live step needs the source map; the final draft does not, so it never fails on one
-                prompt = self.prompts.build(source, target_prefix, map_source=not final)
-            except PromptError as error:  # e.g. a recognised "word" that owns no token: skip this step, keep the stream
-                self._record(Step(None, None, "", "", accessible, final=final, skipped=str(error)))
-                return Emission()
-            prefix = [*self.segment_units, *split_units(kept, self.target_unit, continues=bool(self.segment_units))]
-            draft, accepted, scan, budget = self._draft(prompt, accessible, final, target_prefix, prefix, budget,
-                                                        banned)
-            # Byte fragments that never completed a character (U+FFFD) are dropped from a final draft; a live draft
-            # rounds back to the last complete unit anyway.
-            draft_text = self._decode(draft.tokens).replace(REPLACEMENT_CHARACTER, "") if final \
-                else self._decode(draft.tokens)
-            decision = self.guard.decide(draft_text, prefix, source, live=not final)
-            self.fired.update(decision.found)
-            if decision.redraft and not banned:  # the dropped draft is not recorded; `fired` counts it
-                banned = [draft.tokens[0]]
-                continue
-            committed = self._accept(draft, draft_text, accepted, decision, final)
-            copied = None if decision.copied is None else min(decision.copied, len(committed))
-            self._record(Step(prompt, draft, draft_text, committed if copied is None else committed[:copied],
-                              accessible, scan, final, decision.cut, retry=retry, copied=copied is not None,
-                              floor_tokens=max(0, accepted - scan.accepted_tokens) if scan is not None else 0))
-            if retry:  # drafted again while it copies and retries are left
-                if copied is not None and committed.strip() and len(banned) < self.config.final_retries:
-                    banned.append(draft.tokens[0])
-                    continue
-                committed = kept + committed if copied is None and committed.strip() else first
-                break
-            if not final or (copied is None and decision.cut not in DEGENERATE_CUTS):
-                committed = committed[:copied]  # a live step commits nothing from where its draft copies
-                break
-            first, kept = committed, committed[:copied]  # a final draft cut: draft again from the cut
-            self.fired["final_retries"] += self.config.final_retries > 0
-            kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
-            if not self.config.final_retries or kept_tokens == len(draft.tokens) or budget - kept_tokens < 1:
-                committed = first
-                break
-            budget, banned, retry = budget - kept_tokens, [draft.tokens[kept_tokens]], True
-        return self._emission(committed, accessible, final)
+        return True
 
-    def _draft(self, prompt: TranslationPrompt, accessible: int, final: bool, target_prefix: str,
-               prefix_units: list[str], budget: int | None, banned: Sequence[int]
-               ) -> tuple[Draft, int, ScanResult | None, int]:
-        """A draft from `prompt`, the draft tokens the policy accepts, its scan and the budget it had: a live step's
-        by the policy (`_draft_and_accept`), a final one whole within `budget` (first: `_final_budget`), its first
-        token not one of `banned`."""
-        if not final:
-            return (*self._draft_and_accept(prompt, self.config.max_new_tokens, accessible, tuple(banned)),
-                    self.config.max_new_tokens)
-        budget = budget or self._final_budget(prompt, target_prefix)
-        draft = self.session.draft(prompt.token_ids, budget, capture=False, banned_first_tokens=tuple(banned),
-                                   stop=lambda d: self._translation_over(d, prefix_units))
-        self._count_budget(draft, budget)
-        return draft, len(draft.tokens), None, budget
+    def _prompt(self, source: list[str], kept: str, accessible: int, final: bool) -> TranslationPrompt | None:
+        """The prompt: the source so far, the segment's committed target and `kept`. A live step needs the source
+        map, a final draft does not (so it never fails on one); a source the prompt cannot map (a recognised "word"
+        that owns no token) skips the step and keeps the stream."""
+        try:
+            return self.prompts.build(source, join_units(self.segment_units, self.target_unit) + kept,
+                                      map_source=not final, live=not final)
+        except PromptError as error:
+            self._report(Step(None, None, "", "", accessible, final=final, skipped=str(error)))
+            return None
 
-    def _accept(self, draft: Draft, draft_text: str, accepted: int, decision: Decision, final: bool) -> str:
-        """What of a draft a step commits: a final draft up to its usable length (`decision`), a live one up to the
+    def _draft(self, prompt: TranslationPrompt, prefix: list[str], accessible: int, final: bool, attempt: Attempt
+               ) -> tuple[Draft, DraftJudge, int]:
+        """A draft from `prompt` (its first token not one of `attempt.banned`), the policy's judge of it (a final
+        draft's accepts it whole) and its budget: a final draft's (`_final_budget`, or what a retry has left), a live
+        one's (`_live_budget`; a final draft's for a policy that drafts the whole translation). Drafting stops where
+        a draft filter cuts it (its line ended, or it stopped being a translation) or where the policy's judge says
+        so."""
+        # a prompt may hold fewer words than were read: the reference style drops a live source's trailing "."
+        judged = DraftJudge() if final else self.acceptance.judge(prompt, min(accessible, prompt.word_count),
+                                                                  self.segment_units)
+        budget = attempt.budget or (self._final_budget() if final or self.acceptance.whole_drafts
+                                    else self._live_budget())
+
+        def stop(draft: Draft) -> bool:
+            text = self._decode(draft.tokens)
+            return judged.stop(draft, text) or self._cut(text, prefix)
+
+        draft = self.session.draft(prompt.token_ids, budget, capture=not final and self.acceptance.capture,
+                                   stop=stop, banned_first_tokens=attempt.banned,
+                                   repetition_penalty=self.config.repetition_penalty)
+        if final and self._budget_below_cap(budget) and len(draft.tokens) >= budget:
+            self._report(RuleFired("final_budget"))
+        return draft, judged, budget
+
+    def _text(self, draft: Draft, final: bool) -> str:
+        """A draft's text; a final one without the byte fragments that never completed a character (U+FFFD): a live
+        draft rounds back to its last complete unit anyway."""
+        text = self._decode(draft.tokens)
+        return text.replace(REPLACEMENT_CHARACTER, "") if final else text
+
+    def _cut(self, text: str, prefix: Sequence[str]) -> bool:
+        """Whether a draft filter that cuts (`policies.degenerate.CUT`) found where the draft ends."""
+        return bool(judge([f for f in self.filters if f.kind == CUT], DraftText(text, prefix, ())).cut)
+
+    def _next_attempt(self, attempt: Attempt, draft: Draft, budget: int, verdict: Verdict, committed: str,
+                      copied: int | None, final: bool) -> Attempt:
+        """After a draft: the step is over (`committed` set), or what to draft next. A final draft cut where it
+        stops being a translation (a copy, a loop, a foreign script) is made again from the cut up to `final_retries`
+        times, banning the token the cut began with and the first token of each copying retry; where all copy, the
+        first stands (an untranslated sentence says more than none)."""
+        if attempt.retry:
+            if copied is not None and committed.strip() and len(attempt.banned) < self.config.final_retries:
+                return replace(attempt, banned=(*attempt.banned, draft.tokens[0]))
+            return replace(attempt, committed=attempt.kept + committed if copied is None and committed.strip()
+                           else attempt.fallback)
+        if not final or (copied is None and verdict.cut not in DEGENERATE_CUTS):
+            return Attempt(committed=committed[:copied])  # a live step commits nothing from where its draft copies
+        kept = committed[:copied]
+        if self.config.final_retries:
+            self._report(RuleFired("final_retries"))
+        kept_tokens = tokens_within(self._decode, draft.tokens, len(kept))
+        if not self.config.final_retries or kept_tokens == len(draft.tokens) or budget - kept_tokens < 1:
+            return Attempt(committed=committed)
+        return Attempt((draft.tokens[kept_tokens],), kept, committed, budget - kept_tokens, retry=True)
+
+    def _commit_text(self, draft: Draft, text: str, accepted: int, verdict: Verdict, final: bool) -> str:
+        """What of a draft a step commits: a final draft up to its usable length (`verdict`), a live one up to the
         policy's `accepted` tokens, both rounded back to the last complete unit."""
-        if final or decision.cut:  # only a final draft's last unit is complete where its usable text ends
-            length = committable_prefix_length(draft_text[:decision.length], "" if final else None, self.target_unit)
+        if final or verdict.cut:  # only a final draft's last unit is complete where its usable text ends
+            length = committable_prefix_length(text[:verdict.length], "" if final else None, self.target_unit)
         else:
-            length = len(draft_text)
-        return draft_text[:length if final else min(length, self._committable_length(draft, accepted))]
-
-    def _emission(self, committed: str, accessible: int, final: bool) -> Emission:
-        """The committed text as new units: a live step withholds a sentence end (`withhold_sentence_end`), wait-k
-        caps them (`_limit`), and a piece that goes on inside the last emitted word joins it."""
-        units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
-        if not final and self.config.withhold_sentence_end:
-            self.fired["sentence_end"] += units_before_sentence_end(units, self.config.target_lang) != units
-            units = units_before_sentence_end(units, self.config.target_lang)
-        if units and self.segment_units and self.decodes_leading_space \
-                and continues_last_unit(committed, self.target_unit):
-            # The draft goes on inside the word a step committed ("Open" + "AI eine", "Decoder" + "-Module"): the
-            # model wrote one word, so it is emitted as one; the piece is no new word for a wait-k budget.
-            return Emission(new_units=units[:1] + self._limit(units[1:], accessible, final), joins_last_unit=True)
-        return Emission(new_units=self._limit(units, accessible, final))
-
-    def _final_budget(self, prompt: TranslationPrompt, target_prefix: str) -> int:
-        """The final draft's budget, proportional to the source (`policies.degenerate.final_budget`)."""
-        tokenize = self.tokenizer
-        source_tokens = len(tokenize(" ".join(w.text for w in self.source_words), add_special_tokens=False)["input_ids"])
-        prefix_tokens = len(tokenize(target_prefix, add_special_tokens=False)["input_ids"]) if target_prefix else 0
-        if "final_budget" in self.rules_off:
-            return self.config.final_max_new_tokens
-        budget = final_budget(source_tokens, prefix_tokens, self.config.final_budget_ratio,
-                              self.config.final_budget_slack, self.config.final_max_new_tokens)
-        self._budget_below_cap = budget < self.config.final_max_new_tokens
-        return budget
-
-    def _count_budget(self, draft: Draft, budget: int) -> None:
-        """Count a final draft that used its whole ratio budget where the cap would have allowed more."""
-        self.fired["final_budget"] += getattr(self, "_budget_below_cap", False) and len(draft.tokens) >= budget
-
-    def _decode(self, token_ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
-
-    def _usable_length(self, draft_text: str, prefix_units: Sequence[str] | None = None) -> tuple[int, str]:
-        """`DraftGuard.usable_length` after `prefix_units` (default: the segment's emitted units), its finds counted."""
-        found: list[str] = []
-        prefix = self.segment_units if prefix_units is None else prefix_units
-        length = self.guard.usable_length(prefix, draft_text, found=found)
-        self.fired.update(found)
-        return length
-
-    def _translation_over(self, draft: Draft, prefix_units: Sequence[str] | None = None) -> bool:
-        """Stop condition of every draft: the guard cut it, at the end of its line or where it stopped being a
-        translation (`policies.degenerate.DraftGuard`; nothing after that point is used)."""
-        return self._text_over(self._decode(draft.tokens), prefix_units)
-
-    def _text_over(self, draft_text: str, prefix_units: Sequence[str] | None = None) -> bool:
-        """`_translation_over` on a draft already decoded (a policy's stop condition decodes it once per token)."""
-        return bool(self._usable_length(draft_text, prefix_units)[1])
+            length = len(text)
+        return text[:length if final else min(length, self._committable_length(draft, accepted))]
 
     def _committable_length(self, draft: Draft, accepted: int) -> int:
         """Round a live draft's accepted token prefix back to the last complete stability unit. Where the draft
@@ -401,131 +267,85 @@ class LLMTranslator(StreamingTranslator):
             next_char = self._decode(draft.tokens[: accepted + 1])[len(accepted_text):][:1] or None
         return committable_prefix_length(accepted_text, next_char, self.target_unit)
 
-    def _whole_tokens_within(self, draft: Draft, allowed: int) -> int:
-        """The longest token prefix of a draft whose text holds at most `allowed` units. One token may hold several
-        characters ("我们"); a budget that ends inside one left the next prompt ending in a lone "我", after which the
-        model wrote "我开发了" where it writes "我们开发了". A word target's tokens begin with its words' spaces, so the
-        prefix ends with a whole word."""
-        accepted = len(draft.tokens)
-        while accepted and len(split_units(self._decode(draft.tokens[:accepted]), self.target_unit)) > allowed:
-            accepted -= 1
-        return accepted
+    def _emission(self, committed: str, accessible: int, final: bool) -> Emission:
+        """The committed text as new units: a live step withholds a sentence end (`withhold_sentence_end`), the
+        policy caps them (wait-k's schedule), and a piece that goes on inside the last emitted word joins it."""
+        units = tuple(split_units(committed, self.target_unit, continues=bool(self.segment_units)))
+        if not final and self.config.withhold_sentence_end:
+            held = units_before_sentence_end(units, self.config.target_lang)
+            if held != units:
+                self._report(RuleFired("sentence_end"))
+            units = held
+        limit = self.acceptance.limit
+        if units and self.segment_units and self.decodes_leading_space \
+                and continues_last_unit(committed, self.target_unit):
+            # The draft goes on inside the word a step committed ("Open" + "AI eine", "Decoder" + "-Module"): the
+            # model wrote one word, so it is emitted as one; the piece is no new word for a wait-k budget.
+            return Emission(new_units=units[:1] + limit(units[1:], accessible, final, self.segment_units),
+                            joins_last_unit=True)
+        return Emission(new_units=limit(units, accessible, final, self.segment_units))
 
-    def _may_write(self, accessible: int) -> bool:
-        """Whether a draft is worth computing now, with `accessible` source words (wait-k may forbid writing)."""
-        return True
+    def _source_tokens(self) -> int:
+        source = " ".join(w.text for w in self.source_words)
+        return len(self.tokenizer(source, add_special_tokens=False)["input_ids"])
 
-    def _limit(self, units: tuple[str, ...], accessible: int, final: bool) -> tuple[str, ...]:
-        """Cap the committed units (the wait-k schedule does); by default keep all."""
-        return units
+    def _live_budget(self) -> int:
+        """A live draft's budget: `max_new_tokens`, or proportional to the source (`policies.budget.token_budget`)."""
+        config = self.config
+        if not config.live_budget_ratio:
+            return config.max_new_tokens
+        return token_budget(self._source_tokens(), config.live_budget_ratio, config.live_budget_slack,
+                            config.live_budget_floor, config.max_new_tokens)
 
-    @abstractmethod
-    def _draft_and_accept(self, prompt: TranslationPrompt, budget: int, accessible: int, banned: tuple[int, ...]
-                          ) -> tuple[Draft, int, ScanResult | None]:
-        """Draft from `prompt`, its first token not one of `banned`, and say how many leading draft tokens the policy
-        accepts."""
+    def _final_budget(self) -> int:
+        """A whole translation's budget, proportional to the source (`policies.budget.token_budget`), less what the
+        segment committed already (`final_budget_less_committed`)."""
+        config = self.config
+        target_prefix = join_units(self.segment_units, self.target_unit)
+        committed = len(self.tokenizer(target_prefix, add_special_tokens=False)["input_ids"]) \
+            if target_prefix and config.final_budget_less_committed else 0
+        return token_budget(self._source_tokens(), config.final_budget_ratio, config.final_budget_slack,
+                            config.final_budget_floor, config.final_max_new_tokens, committed)
+
+    def _budget_below_cap(self, budget: int) -> bool:
+        return budget < self.config.final_max_new_tokens
+
+    def _decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
 
 class AlignAttTranslator(LLMTranslator):
     """AlignAtt for decoder-only LLMs: accept the longest draft prefix whose replayed attention stays on
-    accessible source (paper §4)."""
+    accessible source (paper §4), under a wait-k floor where `waitk_floor` sets one."""
 
-    def __init__(self, lm: CausalLM, config: AlignAttConfig, heads: HeadSet, stop_at_first_failure: bool = True):
-        super().__init__(lm, config, heads.heads)
+    def __init__(self, lm: CausalLM, config: AlignAttConfig, heads: HeadSet, stop_at_first_failure: bool = True,
+                 observers: Sequence[Observer] = ()):
+        def acceptance(reader: DraftReader) -> Acceptance:
+            gate = AlignAtt(reader, config.gate_params(), stop_at_first_failure)
+            return WaitkFloor(gate, reader, config.waitk_floor) if config.waitk_floor else gate
+
+        super().__init__(lm, config, acceptance, heads.heads, observers)
         self.head_set = heads
-        # Scanning while drafting and stopping at the first rejected token gives the same decisions as drafting
-        # the whole budget and scanning afterwards (the z-scores use earlier rows only), with fewer decode steps.
-        self.stop_at_first_failure = stop_at_first_failure
-        self.params = AlignAttParams(
-            border=config.border,
-            argmax_mass_threshold=config.argmax_mass_threshold,
-            source_mass_threshold=config.source_mass_threshold,
-            median_width=config.median_width,
-            frontier_min_mass=config.frontier_min_mass,
-            head_vote=config.head_vote,
-        )
 
     @classmethod
     def from_config(cls, config: AlignAttConfig, lm: CausalLM | None = None) -> "AlignAttTranslator":
         heads = resolve_heads(config)  # first: a bad head file fails in milliseconds, not after loading the model
-        lm = lm or load_lm(config.backend, config.model, capture_heads=heads.heads, **config.lm_options())
+        lm = lm or lm_weights(config.backend, config.model, capture_heads=heads.heads,
+                              **config.lm_options()).load()
         return cls(lm, config, heads)
-
-    def _draft_and_accept(self, prompt, budget, accessible, banned):
-        scanner = DraftScanner(prompt.source_token_word, accessible, self.params)
-        floor = self._floor_units(accessible)
-
-        def scan_next(draft: Draft) -> bool:
-            """Push the first unscanned row; True once a token is rejected."""
-            index = len(scanner.decisions)
-            row = np.asarray(draft.source_attention(prompt.source_positions, index, index + 1)[0])
-            return scanner.push(row).failure is not None
-
-        def stop(draft: Draft) -> bool:
-            if self.stop_at_first_failure and not scanner.failed:
-                scan_next(draft)
-            text = self._decode(draft.tokens)
-            # A rejected token ends the draft only once the floor's units are complete (the next one has begun).
-            gate_over = self.stop_at_first_failure and scanner.failed and len(split_units(text, self.target_unit)) > floor
-            over = gate_over or self._text_over(text)
-            return over
-
-        draft = self.session.draft(prompt.token_ids, budget, stop=stop, banned_first_tokens=banned)
-        while not scanner.failed and len(scanner.decisions) < len(draft.tokens):
-            scan_next(draft)
-        accepted = scanner.accepted_tokens
-        if floor > 0 and scanner.failed:
-            self.fired["waitk_floor"] += 1
-            accepted = max(accepted, self._whole_tokens_within(draft, floor))
-        return draft, accepted, scanner.result()
-
-    def _floor_units(self, accessible: int) -> int:
-        """How many more of the segment's units this live step commits whatever the gate says: those wait-k with
-        k = `waitk_floor` would have written by now, less the ones already emitted (0 with the floor off)."""
-        if not self.config.waitk_floor:
-            return 0
-        budget = waitk_target_budget(accessible, self.config.waitk_floor, False,
-                                     default_units_per_word(self.target_unit))
-        return max(0, budget - len(self.segment_units))
 
 
 class WaitkTranslator(LLMTranslator):
     """The wait-k baseline on the same backend: after k accessible source words, `units_per_word` target units per
     accessible source word (text input: every word read; speech: the words that ended `hold_back` before now)."""
 
-    def __init__(self, lm: CausalLM, config: WaitkConfig):
-        super().__init__(lm, config, heads=None)
-        self.units_per_word = config.units_per_word or default_units_per_word(self.target_unit)
+    def __init__(self, lm: CausalLM, config: WaitkConfig, observers: Sequence[Observer] = ()):
+        units_per_word = config.units_per_word or default_units_per_word(target_unit_for(config.target_lang))
+        super().__init__(lm, config, lambda reader: Waitk(reader, config.k, units_per_word), None, observers)
 
     @classmethod
     def from_config(cls, config: WaitkConfig, lm: CausalLM | None = None) -> "WaitkTranslator":
-        return cls(lm or load_lm(config.backend, config.model, **config.lm_options()), config)
-
-    def _draft_and_accept(self, prompt, budget, accessible, banned):
-        """Draft only until the units the schedule allows now are complete (the next one has begun): one new word
-        per read costs a few tokens, not the whole budget."""
-        allowed = self._budget(accessible, final=False) - len(self.segment_units)
-
-        def stop(draft: Draft) -> bool:
-            text = self._decode(draft.tokens)
-            return len(split_units(text, self.target_unit)) > allowed or self._text_over(text)
-
-        draft = self.session.draft(prompt.token_ids, budget, capture=False, stop=stop, banned_first_tokens=banned)
-        if self.target_unit == "char":
-            return draft, self._whole_tokens_within(draft, allowed), None
-        return draft, len(draft.tokens), None
-
-    def _budget(self, accessible: int, final: bool) -> int | None:
-        return waitk_target_budget(accessible, self.config.k, final, self.units_per_word)
-
-    def _may_write(self, accessible):
-        return self._budget(accessible, final=False) > len(self.segment_units)
-
-    def _limit(self, units, accessible, final):
-        budget = self._budget(accessible, final)
-        if budget is None:
-            return units
-        return units[: max(0, budget - len(self.segment_units))]
+        return cls(lm or lm_weights(config.backend, config.model, **config.lm_options()).load(), config)
 
 
 class LocalAgreementTranslator(LLMTranslator):
@@ -533,53 +353,12 @@ class LocalAgreementTranslator(LLMTranslator):
     translates the whole source so far after the committed target and commits the units the last `agreement`
     translations agree on."""
 
-    def __init__(self, lm: CausalLM, config: LocalAgreementConfig):
-        super().__init__(lm, config, heads=None)
-        self.hypotheses: deque[list[str]] = deque(maxlen=config.agreement)
-        self._window_before = self.hypotheses.copy()  # the window before this step's draft (`_draft_and_accept`)
+    def __init__(self, lm: CausalLM, config: LocalAgreementConfig, observers: Sequence[Observer] = ()):
+        super().__init__(lm, config, lambda reader: LocalAgreement(reader, config.agreement), None, observers)
 
     @classmethod
     def from_config(cls, config: LocalAgreementConfig, lm: CausalLM | None = None) -> "LocalAgreementTranslator":
-        return cls(lm or load_lm(config.backend, config.model, **config.lm_options()), config)
-
-    def reset(self) -> None:
-        super().reset()
-        self.hypotheses.clear()
-
-    def finish_segment(self, words: Sequence[SourceWord]) -> Emission:
-        emission = super().finish_segment(words)
-        self.hypotheses.clear()
-        return emission
-
-    def _draft_and_accept(self, prompt, budget, accessible, banned):
-        """The whole translation (budget as for a final draft), accepted up to the units every hypothesis of the
-        window agrees on; the window keeps each hypothesis' units after what is committed. A draft made again
-        (`banned`) replaces the step's dropped one in the window."""
-        if banned:
-            self.hypotheses = self._window_before
-        self._window_before = self.hypotheses.copy()
-        draft = self.session.draft(prompt.token_ids, self._final_budget(prompt, join_units(self.segment_units,
-                                                                                              self.target_unit)),
-                                   capture=False, stop=self._translation_over, banned_first_tokens=banned)
-        text = self._decode(draft.tokens)
-        text = text[: self._usable_length(text)[0]]
-        # The last unit may go on, whether the budget cut it or the draft ended on a partial source ("zusammen"
-        # before "zusammen,"): as in every live step, it is never agreed on.
-        units = split_units(text, self.target_unit)[:-1]
-        self.hypotheses.append(units)
-        agreed = agreed_prefix(list(self.hypotheses))
-        self.hypotheses = deque((h[agreed:] for h in self.hypotheses), maxlen=self.hypotheses.maxlen)
-        return draft, self._tokens_for_units(draft, agreed), None
-
-    def _tokens_for_units(self, draft: Draft, count: int) -> int:
-        """The fewest draft tokens whose text holds `count` complete units (the next character starts another)."""
-        if count == 0:
-            return 0
-        for length in range(1, len(draft.tokens) + 1):
-            units = split_units(self._decode(draft.tokens[:length]), self.target_unit)
-            if len(units) > count:
-                return length - 1
-        return len(draft.tokens)
+        return cls(lm or lm_weights(config.backend, config.model, **config.lm_options()).load(), config)
 
 
 def prompt_words(words: Sequence[SourceWord]) -> list[SourceWord]:

@@ -11,7 +11,7 @@ from typing import Sequence
 from agents.core import StreamingTranslator
 from agents.systems.llm import units_before_sentence_end
 from agents.systems.ssbd_config import SSBDConfig
-from backends.hf.prompt import PromptBuilder
+from backends.prompt import PromptBuilder
 from backends.models import stream_tokenizer
 from backends.speculative import SpeculativeOutput
 from common.stream import Emission, SourceWord

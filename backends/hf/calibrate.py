@@ -17,7 +17,7 @@ import torch
 
 from backends.heads import HeadSet, save_heads
 from backends.hf.capture import RECORDER_KWARG
-from backends.hf.prompt import PromptBuilder, PromptError, TranslationPrompt
+from backends.prompt import PromptBuilder, PromptError, TranslationPrompt
 from backends.recorder import QKRecorder
 from backends.replay import replay_attention
 

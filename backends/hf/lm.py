@@ -10,7 +10,7 @@ from typing import Callable, Collection, Sequence
 import torch
 from transformers.cache_utils import DynamicCache
 
-from backends.draft import Draft, check_draft_request, stop_token_ids
+from backends.draft import Draft, check_draft_request, greedy_picker, stop_token_ids
 from backends.hf.cache_keyword import cache_kwargs
 from backends.hf.capture import CAPTURE_IMPLEMENTATION, RECORDER_KWARG
 from backends.hf.compiled_step import COMPILED_CACHE_TOKENS, CompiledStep, static_cache
@@ -96,7 +96,8 @@ class DecodeSession:
 
     @torch.inference_mode()
     def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True,
-              stop: Callable[[Draft], bool] | None = None, banned_first_tokens: Collection[int] = ()) -> Draft:
+              stop: Callable[[Draft], bool] | None = None, banned_first_tokens: Collection[int] = (),
+              repetition_penalty: float = 1.0) -> Draft:
         """Greedy continuation of `prompt_ids`, at most `max_new_tokens` tokens.
 
         With `capture` (and heads), the query row of every draft token (at its own position, as in calibration)
@@ -104,8 +105,11 @@ class DecodeSession:
         last token's query exists too. `stop(draft)`, called once the newest token's row is captured, ends the
         draft early when it returns True (the policy has seen the first token it rejects).
         `banned_first_tokens`: ids the first token may not be (greedy over the others); later tokens are free.
+        `repetition_penalty` (>= 1.0; 1.0: none) penalises, before each pick, the float32 logit of every id of the
+        prompt and of the draft so far, as `model.generate(repetition_penalty=...)` does (`penalise_repetitions`);
+        the compiled step's logits are penalised alike, outside the graph.
         """
-        check_draft_request(prompt_ids, max_new_tokens, capture, self.recorder is not None)
+        check_draft_request(prompt_ids, max_new_tokens, capture, self.recorder is not None, repetition_penalty)
         prompt_ids = list(prompt_ids)
         if self.lm.compiled_step is not None:
             self._use_static(len(prompt_ids) + max_new_tokens <= COMPILED_CACHE_TOKENS)
@@ -115,16 +119,17 @@ class DecodeSession:
         draft = Draft(prompt_length=len(prompt_ids), recorder=self.recorder if capture else None,
                       generation=self.recorder.generation if self.recorder is not None else 0)
         decode = self._decode_compiled if self.static else self._decode_eager
-        decode(draft, without_tokens(logits[0, -1], banned_first_tokens), max_new_tokens, capture, stop)
+        pick = greedy_picker(draft, prompt_ids, repetition_penalty, as_float32=lambda row: row.float())
+        decode(draft, without_tokens(logits[0, -1], banned_first_tokens), max_new_tokens, capture, stop, pick)
         if capture:
             self.recorder.check_complete()
         return draft
 
     def _decode_eager(self, draft: Draft, logits: torch.Tensor, max_new_tokens: int, capture: bool,
-                      stop: Callable[[Draft], bool] | None) -> None:
+                      stop: Callable[[Draft], bool] | None, pick: Callable[[torch.Tensor], int]) -> None:
         """`draft`'s tokens, one eager forward each (capturing each row as its token is fed)."""
         while True:
-            token = int(torch.argmax(logits))
+            token = pick(logits)
             if token in self.lm.stop_token_ids:
                 draft.finished = True
                 return
@@ -136,10 +141,10 @@ class DecodeSession:
                 return
 
     def _decode_compiled(self, draft: Draft, logits: torch.Tensor, max_new_tokens: int, capture: bool,
-                         stop: Callable[[Draft], bool] | None) -> None:
+                         stop: Callable[[Draft], bool] | None, pick: Callable[[torch.Tensor], int]) -> None:
         """`draft`'s tokens from the compiled step (see the class); the same tokens, rows and stops as eager."""
         while True:
-            token = int(torch.argmax(logits))
+            token = pick(logits)
             if token in self.lm.stop_token_ids:
                 draft.finished = True
                 break

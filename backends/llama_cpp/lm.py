@@ -11,7 +11,7 @@ from typing import Callable, Collection, Sequence
 
 import numpy as np
 
-from backends.draft import Draft, check_draft_request
+from backends.draft import Draft, check_draft_request, greedy_picker
 from backends.llama_cpp import LlamaCppLM, LlamaCppSession
 from backends.llama_cpp.capture import EvalCallbackCapture
 from backends.recorder import QKRecorder
@@ -48,11 +48,13 @@ class LlamaCppDecodeSession(LlamaCppSession):
             self.recorder = self.capture.recorder = QKRecorder(self.heads)
 
     def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True,
-              stop: Callable[[Draft], bool] | None = None, banned_first_tokens: Collection[int] = ()) -> Draft:
+              stop: Callable[[Draft], bool] | None = None, banned_first_tokens: Collection[int] = (),
+              repetition_penalty: float = 1.0) -> Draft:
         """Greedy continuation of `prompt_ids` with the semantics of `backends.hf.lm.DecodeSession.draft`: the query
         of every draft token at its own position, one extra step for the last token when capturing, `stop(draft)`
-        called once the newest token's row is captured, a first token that is none of `banned_first_tokens`."""
-        check_draft_request(prompt_ids, max_new_tokens, capture, self.recorder is not None)
+        called once the newest token's row is captured, a first token that is none of `banned_first_tokens`, each
+        pick made on logits penalised for the prompt's and the draft's ids when `repetition_penalty` is not 1.0."""
+        check_draft_request(prompt_ids, max_new_tokens, capture, self.recorder is not None, repetition_penalty)
         prompt_ids = [int(t) for t in prompt_ids]
         if self.recorder is not None:
             self.recorder.generation += 1
@@ -63,8 +65,9 @@ class LlamaCppDecodeSession(LlamaCppSession):
             logits[list(banned_first_tokens)] = -np.inf
         draft = Draft(prompt_length=len(prompt_ids), recorder=self.recorder if capture else None,
                       generation=self.recorder.generation if self.recorder is not None else 0)
+        pick = greedy_picker(draft, prompt_ids, repetition_penalty)  # rows are float32 copies (`_decode`)
         while True:
-            token = int(np.argmax(logits))
+            token = pick(logits)
             if token in self.stop_token_ids:
                 draft.finished = True
                 break

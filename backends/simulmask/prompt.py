@@ -13,7 +13,7 @@ ASSISTANT = "\nAssistant:"
 
 def simulmask_template(tokenizer, source_lang: str, target_lang: str) -> StreamingTemplate:
     """p1 = the instruction, no source end marker, p2 = "\\nAssistant:", the tokenizer's EOS ends the target."""
-    from backends.hf.prompt import language_name
+    from backends.prompt import language_name
 
     if not tokenizer.eos_token:
         raise ValueError("the tokenizer has no eos_token; SimulMask ends every training target with it")

@@ -19,7 +19,7 @@ def attention_implementation(spec: str) -> str:
 
 
 def translation_template(tokenizer, source_lang: str, target_lang: str) -> StreamingTemplate:
-    from backends.hf.prompt import language_name
+    from backends.prompt import language_name
 
     names = {"source": language_name(source_lang), "target": language_name(target_lang)}
     return StreamingTemplate.from_chat_template(tokenizer, SYSTEM_TEMPLATE.format(**names))

@@ -141,12 +141,12 @@ class VLLMCausalLM:
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
-    def generate(self, prompt_ids: list[int], max_tokens: int, heads: tuple[tuple[int, int], ...] | None
-                 ) -> tuple[list[int], CapturedRows | None]:
+    def generate(self, prompt_ids: list[int], max_tokens: int, heads: tuple[tuple[int, int], ...] | None,
+                 repetition_penalty: float = 1.0) -> tuple[list[int], CapturedRows | None]:
         """Greedy tokens (stop token included when one ends the text) and, with heads, a copy of the rows
         captured for every position fed to the model."""
         with self._lock:
-            tokens = list(self._generate(prompt_ids, max_tokens).token_ids)
+            tokens = list(self._generate(prompt_ids, max_tokens, repetition_penalty=repetition_penalty).token_ids)
             fed = prompt_ids + tokens[:-1]  # the last sampled token is never fed back
             self._captured_ids = fed
             if not heads:
@@ -155,22 +155,41 @@ class VLLMCausalLM:
         return tokens, CapturedRows(heads, {l: self.layouts[l] for l, _ in heads}, rows["queries"], rows["keys"],
                                     self.key_heads)
 
-    def first_token(self, prompt_ids: list[int], banned: Collection[int]) -> int:
+    def first_token(self, prompt_ids: list[int], banned: Collection[int], repetition_penalty: float = 1.0) -> int:
         """The greedy next token of `prompt_ids` among those not in `banned`: the best of the top len(banned) + 1
-        log-probabilities of one generated token (ties to the lower id, as argmax)."""
+        log-probabilities of one generated token (ties to the lower id, as argmax).
+
+        vLLM's logprobs are those of the raw logits, before any penalty, so a penalised pick is instead the greedy
+        token of one request whose `banned` logits get a bias of -inf (SamplingParams built directly: only
+        `SamplingParams.from_optional` clamps a bias to +-100); -inf stays -inf under the penalty."""
+        if repetition_penalty != 1.0:
+            with self._lock:
+                output = self._generate(prompt_ids, 1, repetition_penalty=repetition_penalty,
+                                        logit_bias={token: float("-inf") for token in banned})
+                self._captured_ids = list(prompt_ids)
+            token = output.token_ids[0]
+            if token in banned:
+                raise RuntimeError(f"vLLM sampled banned first token {token} despite its -inf logit bias")
+            return token
         with self._lock:
             output = self._generate(prompt_ids, 1, logprobs=len(banned) + 1)
             self._captured_ids = list(prompt_ids)
         ranked = output.logprobs[0]
         return max((token for token in ranked if token not in banned), key=lambda t: (ranked[t].logprob, -t))
 
-    def _generate(self, prompt_ids: list[int], max_tokens: int, logprobs: int | None = None):
-        """One greedy request; its completion (token ids and, when asked, the top `logprobs` of each)."""
+    def _generate(self, prompt_ids: list[int], max_tokens: int, logprobs: int | None = None,
+                  repetition_penalty: float = 1.0, logit_bias: dict[int, float] | None = None):
+        """One greedy request; its completion (token ids and, when asked, the top `logprobs` of each).
+
+        `repetition_penalty` is vLLM's own (vLLM 0.32, v1/sample/sampler.py: `apply_logits_processors` applies
+        penalties, the prompt's ids included, to the float32 logits before `greedy_sample`), the semantics of
+        `backends.draft.penalise_repetitions`."""
         from vllm import SamplingParams, TokensPrompt
 
         def run(skip_prefix_cache: bool):
             params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop_token_ids=sorted(self.stop_token_ids),
-                                    detokenize=False, skip_reading_prefix_cache=skip_prefix_cache, logprobs=logprobs)
+                                    detokenize=False, skip_reading_prefix_cache=skip_prefix_cache, logprobs=logprobs,
+                                    repetition_penalty=repetition_penalty, logit_bias=logit_bias)
             return self.llm.generate([TokensPrompt(prompt_token_ids=prompt_ids)], params, use_tqdm=False)[0]
 
         output = run(skip_prefix_cache=False)
@@ -200,7 +219,8 @@ class VLLMDecodeSession:
         pass
 
     def draft(self, prompt_ids: Sequence[int], max_new_tokens: int, capture: bool = True,
-              stop: Callable[[Draft], bool] | None = None, banned_first_tokens: Collection[int] = ()) -> Draft:
+              stop: Callable[[Draft], bool] | None = None, banned_first_tokens: Collection[int] = (),
+              repetition_penalty: float = 1.0) -> Draft:
         """Greedy continuation with the transformers backend's semantics (see `backends.hf.lm.DecodeSession`).
 
         With capture, one token more than the budget is sampled so that the last kept token is fed back and its
@@ -209,19 +229,21 @@ class VLLMDecodeSession:
         not be one of `banned_first_tokens` takes that token from one request and the rest from a second, which
         feeds it as the prompt's last position; with capture that request's rows (every position fed) hold the first
         token's query too, at the index a draft without a ban has it.
+        `repetition_penalty` is vLLM's, which penalises the ids of the prompt and of the output alike: the second
+        request's prompt ends with the first token, so it penalises the same ids as one request would.
         """
-        check_draft_request(prompt_ids, max_new_tokens, capture, self.heads is not None)
+        check_draft_request(prompt_ids, max_new_tokens, capture, self.heads is not None, repetition_penalty)
         prompt_ids = list(prompt_ids)
         if banned_first_tokens:
-            first = self.lm.first_token(prompt_ids, frozenset(banned_first_tokens))
+            first = self.lm.first_token(prompt_ids, frozenset(banned_first_tokens), repetition_penalty)
             tokens, rows = [first], None
             if first not in self.lm.stop_token_ids and (max_new_tokens > 1 or capture):
                 rest, rows = self.lm.generate(prompt_ids + [first], max_new_tokens - 1 + (1 if capture else 0),
-                                              self.heads if capture else None)
+                                              self.heads if capture else None, repetition_penalty)
                 tokens += rest
         else:
             tokens, rows = self.lm.generate(prompt_ids, max_new_tokens + (1 if capture else 0),
-                                            self.heads if capture else None)
+                                            self.heads if capture else None, repetition_penalty)
         draft = Draft(prompt_length=len(prompt_ids), recorder=rows)
         for token in tokens[:max_new_tokens]:
             if token in self.lm.stop_token_ids:

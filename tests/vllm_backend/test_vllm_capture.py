@@ -8,7 +8,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed here; these tests run 
 from vllm import SamplingParams, TokensPrompt  # noqa: E402
 
 from alignatt_parity import assert_replay_matches_reference  # noqa: E402
-from backends.hf.prompt import PromptBuilder  # noqa: E402
+from backends.prompt import PromptBuilder  # noqa: E402
 from backends.hf.reference import eager_source_attention  # noqa: E402
 from backends.models import load_causal_lm  # noqa: E402
 from backends.vllm.lm import VLLMCausalLM  # noqa: E402

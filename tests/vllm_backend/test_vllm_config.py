@@ -10,6 +10,7 @@ from backends.heads import HeadSet, save_heads  # noqa: E402
 from backends.vllm.lm import VLLMCausalLM, refuse_capture_under_cuda_graphs  # noqa: E402
 from common.config import ConfigError  # noqa: E402
 from common.stream import SourceWord  # noqa: E402
+from observed import observe
 
 WORDS = "the committee approved the new budget for schools and hospitals after a long debate".split()
 
@@ -30,12 +31,13 @@ def test_backend_knob_selects_vllm_and_decisions_match_transformers(tiny_vllm_ch
                  final_max_new_tokens=12)
     on_hf = AlignAttTranslator.from_config(AlignAttConfig(**knobs, backend="hf"))
     on_vllm = AlignAttTranslator.from_config(AlignAttConfig(**knobs, backend="vllm"))
+    seen = {on_vllm: observe(on_vllm), on_hf: observe(on_hf)}
     try:
         assert isinstance(on_vllm.lm, VLLMCausalLM)
         assert on_vllm.lm.capture_heads == {(1, 0), (3, 2), (5, 1)}
         assert stream(on_vllm) == stream(on_hf)
         scans = [[(step.scan.accepted_tokens, [d.source_word for d in step.scan.decisions])
-                  for step in translator.steps if step.scan] for translator in (on_vllm, on_hf)]
+                  for step in seen[translator].steps if step.scan] for translator in (on_vllm, on_hf)]
         assert scans[0] == scans[1] and len(scans[0]) == len(WORDS) - 1
         assert {accepted for accepted, _ in scans[0]} - {0, 6}, "some drafts are cut inside, not all or nothing"
         waitk_knobs = dict(model=path, k=2, max_new_tokens=6, final_max_new_tokens=12)

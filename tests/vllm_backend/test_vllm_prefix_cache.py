@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed here; these tests run in .venv-vllm (make vllm-env)")
 
-from backends.hf.prompt import PromptBuilder  # noqa: E402
+from backends.prompt import PromptBuilder  # noqa: E402
 from backends.hf.reference import eager_source_attention  # noqa: E402
 
 SOURCE = ("the committee approved the new budget for schools and hospitals after a long debate in the "

@@ -9,10 +9,11 @@ from common.stream import SourceWord  # noqa: E402
 from agents.systems.config import AlignAttConfig  # noqa: E402
 from agents.systems.llm import AlignAttTranslator, resolve_heads  # noqa: E402
 from backends.hf.lm import CausalLM  # noqa: E402
-from backends.hf.prompt import PromptBuilder  # noqa: E402
+from backends.prompt import PromptBuilder  # noqa: E402
 from backends.hf.reference import eager_source_attention  # noqa: E402
 from backends.vllm.lm import VLLMCausalLM  # noqa: E402
 from test_real_model import SENTENCES  # noqa: E402  (the real-model test sentences of the transformers backend)
+from observed import observe
 
 pytestmark = pytest.mark.real_model
 
@@ -57,6 +58,7 @@ def test_replay_matches_eager_attention_of_the_real_model(backends_pair):
 def test_alignatt_decisions_identical_to_the_transformers_backend_on_20_prompts(backends_pair):
     config, heads, hf_lm, vllm_lm, _ = backends_pair
     on_hf, on_vllm = AlignAttTranslator(hf_lm, config, heads), AlignAttTranslator(vllm_lm, config, heads)
+    seen_hf, seen_vllm = observe(on_hf), observe(on_vllm)
     accepted_somewhere = rejected_somewhere = 0
     for words in SOURCES:
         source = [SourceWord(w, float(i)) for i, w in enumerate(words)]
@@ -64,7 +66,7 @@ def test_alignatt_decisions_identical_to_the_transformers_backend_on_20_prompts(
         for translator in (on_hf, on_vllm):
             translator.reset()
             emissions.append(translator.revise(source))
-        hf_step, vllm_step = on_hf.steps[-1], on_vllm.steps[-1]
+        hf_step, vllm_step = seen_hf.steps[-1], seen_vllm.steps[-1]
         assert vllm_step.draft.tokens == hf_step.draft.tokens
         assert vllm_step.scan.accepted_tokens == hf_step.scan.accepted_tokens
         assert [d.source_word for d in vllm_step.scan.decisions] == [d.source_word for d in hf_step.scan.decisions]

@@ -7,7 +7,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed here; these tests run 
 
 from agents.systems.config import AlignAttConfig  # noqa: E402
 from agents.systems.llm import AlignAttTranslator, resolve_heads  # noqa: E402
-from backends.choice import lm_load  # noqa: E402
+from backends.choice import lm_weights  # noqa: E402
 from backends.heads import every_direction_heads  # noqa: E402
 from common.stream import SourceWord  # noqa: E402
 from common.weights import WeightCache  # noqa: E402
@@ -26,9 +26,9 @@ def test_one_engine_capturing_every_direction_serves_each_with_its_own_heads(emb
     assert all(set(head_set.heads) <= set(every) for head_set in heads.values())
 
     cache = WeightCache()
-    (engine,) = cache.get((lm_load("vllm", "embedded", capture_heads=every),))
-    (again,) = cache.get((lm_load("vllm", "embedded", capture_heads=every),))
-    (de_only,) = cache.get((lm_load("vllm", "embedded", capture_heads=heads["de"].heads),))
+    (engine,) = cache.get((lm_weights("vllm", "embedded", capture_heads=every),))
+    (again,) = cache.get((lm_weights("vllm", "embedded", capture_heads=every),))
+    (de_only,) = cache.get((lm_weights("vllm", "embedded", capture_heads=heads["de"].heads),))
     try:
         assert again is engine and de_only is not engine and len(cache) == 2
         for lang, config in configs.items():

@@ -1,6 +1,6 @@
 """The offline rows: the agent's own model translating each whole source sentence (its final mode, no policy), the
 quality ceiling its simultaneous runs are read against; for a speech cascade also the offline cascade, the same model
-translating its recogniser's transcript of each whole segment. Run as `python -m agents.evaluation.offline`."""
+translating its recogniser's transcript of each whole segment. Run as `python -m evaluation.offline`."""
 from __future__ import annotations
 
 import argparse
@@ -64,10 +64,10 @@ def transcribe_segments(recognizer, segments: Path, language: str, written: Text
 
 
 def main(argv: list[str] | None = None) -> int:
-    from agents.evaluation.runs import agent_class
+    from evaluation.runs import agent_class
     from agents.simulstream_cli import parse_overrides
 
-    parser = argparse.ArgumentParser("python -m agents.evaluation.offline", description=__doc__)
+    parser = argparse.ArgumentParser("python -m evaluation.offline", description=__doc__)
     parser.add_argument("--agent", required=True, help="MODULE:CLASS whose config (and so model) to use")
     parser.add_argument("--config", help="the agent's YAML")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from agents.evaluation import cluster, comet, data, report, runs, scoring
+from evaluation import cluster, comet, data, report, runs, scoring
 from common import datasets
 from common.config import language_arg
 
@@ -25,6 +25,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override one setting in every run")
     parser.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2",
                         help="one run per value (several --sweep: every combination), e.g. speech_chunk_size=2.5,4")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=V,KEY=V",
+                        help="one run per variant, named NAME: the configuration with these changes (NAME alone: as "
+                             "it is); the rows of an ablation, e.g. --variant paper --variant gate-off:border=1000")
     parser.add_argument("--name", help="system name in the report (default: the agent's module name)")
     parser.add_argument("--offline", action="store_true",
                         help="add the offline row: the same model translating whole source sentences")
@@ -115,8 +118,12 @@ def run_specs(args: argparse.Namespace, kind: str) -> list[runs.RunSpec]:
         raise FileNotFoundError(f"--config {args.config} does not exist; shipped operating points are in eval_configs/")
     if args.offline_only and not (args.offline or args.offline_cascade):
         raise ValueError("--offline-only runs only offline rows: add --offline and/or --offline-cascade")
-    specs = [runs.RunSpec(system, args.agent, kind, runs.regime_label(point), {**fixed, **point}, config)
-             for point in runs.parse_sweep(args.sweep) if not args.offline_only]
+    if args.variant and args.sweep:
+        raise ValueError("--variant names each run's changes; --sweep makes every combination: give one of them")
+    points = runs.parse_variants(args.variant) if args.variant else \
+        [(runs.regime_label(point), point) for point in runs.parse_sweep(args.sweep)]
+    specs = [runs.RunSpec(system, args.agent, kind, label, {**fixed, **point}, config)
+             for label, point in points if not args.offline_only]
     if args.offline:
         specs.append(runs.RunSpec(system, args.agent, runs.OFFLINE, "offline", fixed, config))
     if args.offline_cascade:
@@ -128,9 +135,9 @@ def run_specs(args: argparse.Namespace, kind: str) -> list[runs.RunSpec]:
 
 def eval_command(args: argparse.Namespace) -> int:
     kind = runs.agent_kind(args.agent)
-    if args.score_only and (args.sweep or args.offline_only or args.ray is not None):
-        raise ValueError("--score-only runs nothing: drop --sweep / --offline-only / --ray (it scores the runs in "
-                         "--out)")
+    if args.score_only and (args.sweep or args.variant or args.offline_only or args.ray is not None):
+        raise ValueError("--score-only runs nothing: drop --sweep / --variant / --offline-only / --ray (it scores the "
+                         "runs in --out)")
     if args.ray is not None and args.jobs != 1:
         raise ValueError("--jobs runs processes on this machine; with --ray the cluster runs as many tasks as its "
                          "CPUs hold: drop --jobs")

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.evaluation.runs import OFFLINE, OFFLINE_KINDS, SPEECH, TEXT
+from evaluation.runs import OFFLINE, OFFLINE_KINDS, SPEECH, TEXT
 
 RESULT_FILE = "result.json"
 METRIC_ALIASES = {"chrF": ("chrF", "CHRF"), "CHRF": ("CHRF", "chrF")}

@@ -18,8 +18,9 @@ from typing import Sequence
 
 import yaml
 
-from agents.evaluation.data import EvalSet
-from agents.evaluation.provenance import ENVIRONMENT_FILE, environment
+from evaluation.data import EvalSet
+from evaluation.policy_stats import EVENT_LOG, POLICY_LOG
+from evaluation.provenance import ENVIRONMENT_FILE, environment
 
 SPEECH, TEXT, OFFLINE = "speech", "text", "offline"
 OFFLINE_CASCADE = "offline-cascade"  # the model on the recogniser's transcript of each whole segment (speech only)
@@ -105,12 +106,31 @@ def parse_sweep(sweeps: Sequence[str]) -> list[dict]:
     return [dict(point) for point in itertools.product(*axes)] if axes else [{}]
 
 
+def parse_variants(variants: Sequence[str]) -> list[tuple[str, dict]]:
+    """`NAME:KEY=V,KEY=V` options (NAME alone: the configuration as it is) -> one named settings dict each: the rows
+    of an ablation, each the configuration with its own changes (values read as YAML; a list joins names with +)."""
+    parsed = []
+    for variant in variants:
+        name, _, changes = variant.partition(":")
+        settings = {}
+        for change in filter(None, changes.split(",")):
+            key, sep, value = change.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"--variant expects NAME:KEY=VALUE,KEY=VALUE, got {variant!r}")
+            settings[key.strip()] = yaml.safe_load(value)
+        if not name.strip() or "/" in name:
+            raise ValueError(f"--variant needs a NAME (no /) before its changes, got {variant!r}")
+        parsed.append((name.strip(), settings))
+    if len({name for name, _ in parsed}) != len(parsed):
+        raise ValueError(f"two --variant options share a name: {[name for name, _ in parsed]}")
+    return parsed
+
+
 def regime_label(settings: dict) -> str:
     return ",".join(f"{key}={value}" for key, value in settings.items()) or "default"
 
 
 TRANSCRIPTS = "transcripts.txt"  # the offline cascade's recogniser output, one line per segment
-POLICY_LOG = "policy.jsonl"  # the policy statistics a run's LLM translator writes (`policy_log` knob)
 
 
 def config_knobs(agent: str) -> set[str]:
@@ -118,12 +138,12 @@ def config_knobs(agent: str) -> set[str]:
     return {f.name for f in dataclasses.fields(agent_class(agent).config_class)}
 
 
-def with_policy_log(spec: RunSpec, run_dir: Path) -> dict:
-    """The run's settings plus `policy_log` in its directory, when the agent's translator has that knob."""
+def with_event_log(spec: RunSpec, run_dir: Path) -> dict:
+    """The run's settings plus `event_log` in its directory, when the agent's translator has that knob."""
     settings = dict(spec.settings)
-    if spec.kind not in OFFLINE_KINDS and "policy_log" not in settings:
-        if "policy_log" in config_knobs(spec.agent):
-            settings["policy_log"] = str(run_dir / POLICY_LOG)
+    if spec.kind not in OFFLINE_KINDS and "event_log" not in settings:
+        if "event_log" in config_knobs(spec.agent):
+            settings["event_log"] = str(run_dir / EVENT_LOG)
     return settings
 
 
@@ -138,7 +158,7 @@ def with_thread_share(settings: dict, agent: str, threads: int) -> dict:
 def command(spec: RunSpec, dataset: EvalSet, run_dir: Path, threads: int = 0) -> list[str]:
     """The harness command line of one run (the same a user would type); `threads` > 0 (runs side by side): the
     run's share of the CPU threads, given to every thread knob its settings leave unset."""
-    settings = with_policy_log(spec, run_dir)
+    settings = with_event_log(spec, run_dir)
     if threads:
         settings = with_thread_share(settings, spec.agent, threads)
     if spec.kind == SPEECH:
@@ -152,7 +172,7 @@ def command(spec: RunSpec, dataset: EvalSet, run_dir: Path, threads: int = 0) ->
     references = dataset.offline_references if spec.kind in OFFLINE_KINDS else None
     reference, source = dataset.write_text_files(run_dir, references)
     if spec.kind == TEXT:
-        plugins = Path(__file__).resolve().parents[1] / "simuleval_plugins"
+        plugins = Path(__file__).resolve().parents[1] / "agents" / "simuleval_plugins"
         arguments = [str(Path(sys.executable).parent / "simuleval"), "--agent-class", spec.agent.replace(":", "."),
                      "--source", str(source), "--target", str(reference), "--output", str(run_dir / "simuleval"),
                      "--user-dir", str(plugins), *simuleval_scorers(dataset.latency_unit)]
@@ -163,7 +183,7 @@ def command(spec: RunSpec, dataset: EvalSet, run_dir: Path, threads: int = 0) ->
         for key, value in settings.items():
             arguments += [f"--{key.replace('_', '-')}", str(value)]
         return arguments
-    arguments = [sys.executable, "-m", "agents.evaluation.offline", "--agent", spec.agent,
+    arguments = [sys.executable, "-m", "evaluation.offline", "--agent", spec.agent,
                  "--source-lang", dataset.source_lang, "--target-lang", dataset.target_lang,
                  "--out", str(run_dir / "offline.txt")]
     if spec.kind == OFFLINE_CASCADE:
@@ -274,7 +294,7 @@ def execute(specs: Sequence[RunSpec], dataset: EvalSet, out: Path, jobs: int = 1
     and where their logs are."""
     pending, running, finished, failed = list(specs), [], [], []
     threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     inputs_sha1 = dataset.inputs_sha1()
     last_report = time.monotonic()
     while pending or running:

@@ -16,9 +16,9 @@ from typing import Callable, Sequence
 
 import yaml
 
-from agents.evaluation import runs
-from agents.evaluation.data import EvalSet
-from agents.evaluation.provenance import ENVIRONMENT_FILE, environment
+from evaluation import runs
+from evaluation.data import EvalSet
+from evaluation.provenance import ENVIRONMENT_FILE, environment
 from common.audio import wav_list_paths
 
 INSTALL_HINT = "install the cluster extra: pip install -e '.[cluster]'"
@@ -269,7 +269,7 @@ def run_shard(job: ShardJob, board, *contents: bytes) -> dict:
         attempt = ray.get(board.started.remote(job.key, node), timeout=60)
     except Exception:  # the board is progress only: a shard runs without it
         attempt = None
-    root = Path(runs.__file__).resolve().parents[2]
+    root = Path(runs.__file__).resolve().parents[1]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="simulagents-shard-") as scratch:
         spec, dataset = local_inputs(job, Path(scratch), contents)
@@ -312,10 +312,10 @@ def write_files(directory: Path, files: dict[str, bytes]) -> None:
 def merge_speech_shards(run: RunState, dataset: EvalSet) -> None:
     """The talks' metrics logs as one run's: each talk's records under its index in the wav list and its own path
     (as simulstream's runner numbers and names the streams of one list), in the list's order; the effective config,
-    policy log, harness logs and commands beside it, the environment of the first talk with every shard's node."""
+    event log, harness logs and commands beside it, the environment of the first talk with every shard's node."""
     paths = {path.stem: path for path in wav_list_paths(dataset.wav_list)}
     order = list(paths)
-    lines, policy, harness, commands = [], [], [], []
+    lines, events, harness, commands = [], [], [], []
     for shard in sorted(run.shards, key=lambda s: order.index(s.name)):
         talk_id = order.index(shard.name)
         for line in (shard.directory / METRICS_LOG).read_text(encoding="utf-8").splitlines():
@@ -327,18 +327,18 @@ def merge_speech_shards(run: RunState, dataset: EvalSet) -> None:
             if "metadata" in record:
                 record["metadata"] = {**record["metadata"], "wav_name": str(paths[shard.name])}
             lines.append(json.dumps(record) + "\n")
-        if (shard.directory / runs.POLICY_LOG).is_file():
-            policy.append((shard.directory / runs.POLICY_LOG).read_text(encoding="utf-8"))
+        if (shard.directory / runs.EVENT_LOG).is_file():
+            events.append((shard.directory / runs.EVENT_LOG).read_text(encoding="utf-8"))
         harness.append(f"== {SHARDS}/{shard.name} on {shard.node.get('host')} ({shard.node.get('ip')}), attempt "
                        f"{shard.attempts} ==\n" + (shard.directory / "harness.log").read_text(errors="replace"))
         commands.append((shard.directory / "command.txt").read_text())
     (run.run_dir / METRICS_LOG).write_text("".join(lines), encoding="utf-8")
     config = yaml.safe_load((run.shards[0].directory / f"{METRICS_LOG}.config.yaml").read_text())
-    if "policy_log" in config:
-        config["policy_log"] = str(run.run_dir / runs.POLICY_LOG)
+    if "event_log" in config:
+        config["event_log"] = str(run.run_dir / runs.EVENT_LOG)
     (run.run_dir / f"{METRICS_LOG}.config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    if policy:
-        (run.run_dir / runs.POLICY_LOG).write_text("".join(policy), encoding="utf-8")
+    if events:
+        (run.run_dir / runs.EVENT_LOG).write_text("".join(events), encoding="utf-8")
     (run.run_dir / "harness.log").write_text("\n".join(harness))
     (run.run_dir / "command.txt").write_text("".join(commands))
 

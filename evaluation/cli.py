@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from agents import config_reference
-from agents.evaluation import command as evaluation
-from agents.evaluation.runs import EvaluationError
+from evaluation import command as evaluation
+from evaluation.runs import EvaluationError
 from common import datasets
 from common.config import language_arg
 
@@ -92,7 +92,7 @@ def progress_printer(started: float, every: int) -> Callable[[int, int], None]:
 def calibrate_heads_command(args: argparse.Namespace) -> int:
     from backends.hf.calibrate import calibrate
     from backends.hf.lm import CausalLM
-    from backends.hf.prompt import instruction_position_error
+    from backends.prompt import instruction_position_error
     from backends.models import load_causal_lm
 
     if args.top_k < 1:

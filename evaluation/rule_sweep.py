@@ -2,12 +2,12 @@
 line (the policy log's `fired_RULE`) cannot change it, so a run with the rule off needs only the lines where it did.
 
     # the lines where each rule fired in an all-on run, as source and reference files
-    .venv/bin/python benchmarks/rule_sweep.py select runs/eval-text-de/runs/alignatt-text_rule_off=none \\
+    .venv/bin/python -m evaluation.rule_sweep select runs/eval-text-de/runs/alignatt-text_default \\
         --rules loop copy --out runs/eval-text-de-lines
-    # run each subset with its rule off (simulagents eval --source ... --reference ... --set rule_off=RULE), then
-    # put its lines back into the all-on run's hypotheses: one run folder per rule that paired_bootstrap.py and
+    # run each subset with its rule off (simulagents eval --source ... --reference ... --set draft_filters=THE+OTHERS),
+    # then put its lines back into the all-on run's hypotheses: one run folder per rule that paired_bootstrap.py and
     # read_text_outputs.py read like any other
-    .venv/bin/python benchmarks/rule_sweep.py splice runs/eval-text-de/runs/alignatt-text_rule_off=none \\
+    .venv/bin/python -m evaluation.rule_sweep splice runs/eval-text-de/runs/alignatt-text_default \\
         runs/eval-text-de-loop/runs/x_default runs/eval-text-de-lines/loop.lines --name loop-off --out runs/eval-spliced
 
 SimulEval's text runs translate each line from a fresh state, so lines are independent (`--controls N` adds N lines
@@ -23,10 +23,10 @@ import json
 import shutil
 from pathlib import Path
 
-from agents.evaluation.data import latency_unit
-from agents.evaluation.runs import POLICY_LOG, run_lines, simuleval_scorers
-from agents.evaluation.report import RESULT_FILE, Result
-from agents.evaluation.scoring import corpus_quality, read_scores_tsv
+from evaluation.data import latency_unit
+from evaluation.runs import POLICY_LOG, run_lines, simuleval_scorers
+from evaluation.report import RESULT_FILE, Result
+from evaluation.scoring import corpus_quality, read_scores_tsv
 
 INSTANCES = Path("simuleval") / "instances.log"
 
@@ -114,7 +114,7 @@ def splice(base: Path, subset: Path, lines_file: Path, name: str, out: Path) -> 
         (run / POLICY_LOG).write_text("".join(row + "\n" for row in logs[0]), encoding="utf-8")
     # a run's result, so the folder's report (`simulagents eval --out`) reads it like any other
     Result({**base_result.run, "system": name}, base_result.dataset, base_result.target_lang, scores,
-           (f"{base.name} with {len(lines)} lines of {subset} spliced in (benchmarks/rule_sweep.py)",),
+           (f"{base.name} with {len(lines)} lines of {subset} spliced in (evaluation/rule_sweep.py)",),
            base_result.source_lang).save(run)
     changed = [i for i in lines if spliced[i] != hypotheses[i]]
     print(f"{name}: {len(changed)} of {len(hypotheses)} lines changed (of {len(lines)} run again): {changed}")

@@ -4,7 +4,7 @@ or turn into its language, preambles, sentence periods inside a sentence and unf
 OUT folder (text runs: SimulEval's instances; speech runs: the output resegmented onto the reference lines by
 OmniSTEval).
 
-    .venv/bin/python benchmarks/read_text_outputs.py runs/eval-text-de
+    .venv/bin/python -m evaluation.read_text_outputs runs/eval-text-de
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
+from evaluation.runs import EvaluationError, finished_runs, run_lines
 from policies.degenerate import (
     CLOSING_QUOTES,
     OPENING_QUOTES,

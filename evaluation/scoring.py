@@ -18,8 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agents.evaluation.data import EvalSet
-from agents.evaluation.runs import OFFLINE_KINDS, POLICY_LOG, SPEECH, TEXT, TRANSCRIPTS, EvaluationError, RunSpec
+from evaluation.data import EvalSet
+from evaluation.policy_stats import write_policy_log
+from evaluation.runs import OFFLINE_KINDS, SPEECH, TEXT, TRANSCRIPTS, EvaluationError, RunSpec
 from common.wer import word_error_rate
 
 
@@ -184,13 +185,13 @@ def score_offline(run_dir: Path, dataset: EvalSet) -> dict[str, float]:
 
 
 def policy_scores(run_dir: Path) -> dict[str, float]:
-    """From the translator's policy log (if the run wrote one), in percent: the share of live steps where the
+    """From the translator's event log (if the run wrote one), counted into `policy.jsonl`, in percent: the share of live steps where the
     AlignAtt gate withheld draft tokens, of drafts cut because they stopped being a translation (a loop, a foreign
     script), of drafts that ended their line (a translation's normal end, counted apart) and of
-    drafts that copied the source or turned into its language (`copy_guard_words`), and of live steps where the wait-k
+    drafts that copied the source or turned into its language (the copy filters), and of live steps where the wait-k
     floor committed past where the gate stopped (`waitk_floor`)."""
-    log = run_dir / POLICY_LOG
-    if not log.is_file():
+    log = write_policy_log(run_dir)
+    if log is None:
         return {}
     totals: dict[str, int] = {}
     for line in log.read_text(encoding="utf-8").splitlines():

@@ -1,7 +1,7 @@
 """How much the runs of one `simulagents eval --out` folder can be told apart: sacrebleu's paired bootstrap
 resampling (Koehn 2004; Moses' bootstrap-hypothesis-difference-significance.pl) of BLEU and chrF over the lines.
 
-    .venv/bin/python benchmarks/paired_bootstrap.py runs/eval-avx2 --baseline wait-3-cpu-low-avx2_default
+    .venv/bin/python -m evaluation.paired_bootstrap runs/eval-avx2 --baseline wait-3-cpu-low-avx2_default
 
 Prints, per run, the corpus score, the bootstrap mean with its 95% interval, and the p-value of its difference from
 the baseline run (the first line); BLEU tokenizes as the report does for the runs' target language. Speech runs are
@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from agents.evaluation.provenance import differences
-from agents.evaluation.runs import EvaluationError, finished_runs, run_lines
-from agents.evaluation.scoring import quality_metrics
+from evaluation.provenance import differences
+from evaluation.runs import EvaluationError, finished_runs, run_lines
+from evaluation.scoring import quality_metrics
 
 SAMPLES = 1000  # sacrebleu's default for the paired bootstrap
 SEED = 12345  # sacrebleu's default seed, so two calls draw the same resamples

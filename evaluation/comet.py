@@ -11,9 +11,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from agents.evaluation.data import EvalSet
-from agents.evaluation.runs import OFFLINE_KINDS, SPEECH, RunSpec
-from agents.evaluation.scoring import ScoringError, read_scores_tsv, unit_flags
+from evaluation.data import EvalSet
+from evaluation.runs import OFFLINE_KINDS, SPEECH, RunSpec
+from evaluation.scoring import ScoringError, read_scores_tsv, unit_flags
 
 COMET_ENV_VARIABLE = "SIMULAGENTS_COMET_ENV"
 DEFAULT_COMET_MODEL = "Unbabel/wmt22-comet-da"
