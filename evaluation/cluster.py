@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -31,12 +30,6 @@ LOG_TAIL_BYTES = 4000  # of a running shard's harness log, kept by the board for
 SHARDS = "shards"  # OUT/runs/RUN/shards/TALK/: each talk's harness outputs (speech runs)
 METRICS_LOG = "metrics.jsonl"
 SIBLING_FAILED = "another shard of its run failed"  # why the driver cancels a failed run's other shards
-# Stopping tasks (Ctrl-C, a stall, a failed sibling): Ray drops a cancel that reaches a worker before the task it
-# names does, so the driver cancels again every RECANCEL_SECONDS until each task has ended, kills the worker of one
-# still running after KILL_AFTER_SECONDS (its pid from the board), and gives up, naming it, after STOP_SECONDS.
-RECANCEL_SECONDS = 2.0
-KILL_AFTER_SECONDS = 20.0
-STOP_SECONDS = 60.0
 # Run as `python -c DIE_WITH_PARENT PARENT_PID HARNESS...`: the harness is killed when the Ray worker running its
 # shard dies (Linux's parent-death signal survives exec), so a killed worker leaves no harness computing on.
 DIE_WITH_PARENT = """import ctypes, os, signal, sys
@@ -307,19 +300,6 @@ def run_shard(job: ShardJob, board, *contents: bytes) -> dict:
             "seconds": time.monotonic() - started}
 
 
-def end_worker(pid: int, key: str) -> str:
-    """On a shard's node: SIGKILL the Ray worker `pid` if it still runs shard `key` (a worker names itself after its
-    task); its harness dies with it. Says what it found."""
-    try:
-        title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-    except OSError:
-        return "gone"
-    if title != f"ray::{key}":
-        return f"pid {pid} is not its worker any more ({title[:80]!r})"
-    os.kill(pid, signal.SIGKILL)
-    return "killed"
-
-
 # -- the driver -----------------------------------------------------------------------------------------------------
 
 def write_files(directory: Path, files: dict[str, bytes]) -> None:
@@ -468,73 +448,12 @@ def collect(ray, shard: Shard, board) -> None:
         shard.error = f"exit {result['returncode']}"
 
 
-def kill_workers(ray, shards: Sequence[Shard], board) -> None:
-    """The last resort for tasks a cancel has not ended: each one's worker, as the board last saw it, killed on its
-    node (a task of no CPU pinned there). Waits for none of them."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    _, entries = board_snapshot(ray, board)
-    for shard in shards:
-        node = entries.get(shard.key, {}).get("node")
-        if node:
-            ray.remote(end_worker).options(
-                num_cpus=0, max_retries=0, name=f"stop {shard.key}",
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node["node_id"], soft=False)).remote(
-                    node["pid"], shard.key)
-
-
-def stop(ray, shards: Sequence[Shard], board) -> list[Shard]:
-    """Cancel the shards' tasks (force: the worker running one is killed, and its harness with it) and wait until
-    each has ended, whatever state it was in (waiting for its inputs or a worker, loading, running): cancelled again
-    every RECANCEL_SECONDS, its worker killed after KILL_AFTER_SECONDS. The shards still not ended after
-    STOP_SECONDS (they may still run)."""
-    waiting = {s.task: s for s in shards if s.task is not None}
-    started = time.monotonic()
-    killed = False
-    while waiting:
-        for task in waiting:
-            try:
-                ray.cancel(task, force=True)
-            except Exception:  # a task Ray no longer knows: the wait below tells whether it ended
-                pass
-        elapsed = time.monotonic() - started
-        if not killed and elapsed >= KILL_AFTER_SECONDS:
-            killed = True
-            kill_workers(ray, list(waiting.values()), board)
-        ended, _ = ray.wait(list(waiting), num_returns=len(waiting), fetch_local=False,
-                            timeout=max(0.0, min(RECANCEL_SECONDS, STOP_SECONDS - elapsed)))
-        for task in ended:
-            waiting.pop(task)
-        if time.monotonic() - started >= STOP_SECONDS:
-            break
-    if waiting:  # where each one was last seen, for the message
-        _, entries = board_snapshot(ray, board)
-        for shard in waiting.values():
-            shard.node = entries.get(shard.key, {}).get("node", shard.node)
-    return list(waiting.values())
-
-
-def not_stopped(shards: Sequence[Shard]) -> str:
-    """What the driver says of tasks it could not stop: each named, with its node and worker when known."""
-    def where(shard: Shard) -> str:
-        node = shard.node
-        return f" (on {node.get('host')} {node.get('ip')}, worker pid {node.get('pid')})" if node else ""
-
-    return (f"could not stop {len(shards)} task(s) on the cluster within {STOP_SECONDS:.0f} s, they may still run: "
-            + ", ".join(s.key + where(s) for s in shards) + "; `ray stop` on their node ends them")
-
-
-def cancel(ray, shards: Sequence[Shard], reason: str, board, report) -> None:
-    """Stop the shards' tasks (see `stop`) and fail them with `reason`; a task that could not be stopped is
-    reported."""
-    left = stop(ray, shards, board)
-    for shard in shards:
-        shard.error = reason
-        shard.directory.mkdir(parents=True, exist_ok=True)
-        note = f"\n== {not_stopped([shard])}" if shard in left else ""
-        (shard.directory / "harness.log").write_text(f"== cancelled by simulagents: {reason}{note}\n")
-    if left:
-        report(f"{reason}: {not_stopped(left)}")
+def cancel(ray, shard: Shard, reason: str) -> None:
+    """Cancel a shard's task (its worker is killed, and with it the harness) and fail it with `reason`."""
+    ray.cancel(shard.task, force=True)
+    shard.error = reason
+    shard.directory.mkdir(parents=True, exist_ok=True)
+    (shard.directory / "harness.log").write_text(f"== cancelled by simulagents: {reason}\n")
 
 
 def run_fraction(run: RunState) -> float:
@@ -574,8 +493,7 @@ def watch(ray, states: list[RunState], board, dataset: EvalSet, report, stall_se
             collect(ray, pending.pop(task), board)
             last_activity = time.monotonic()
         clock, entries = board_snapshot(ray, board)
-        stalled = []
-        for shard in pending.values():
+        for shard in list(pending.values()):
             entry = entries.get(shard.key)
             if entry is None:
                 continue
@@ -589,21 +507,18 @@ def watch(ray, states: list[RunState], board, dataset: EvalSet, report, stall_se
             if entry["fraction"] != shard.fraction:
                 shard.fraction, last_activity = entry["fraction"], time.monotonic()
             if clock - entry["changed"] > stall_seconds:
-                stalled.append(shard)
-        if stalled:
-            cancel(ray, [pending.pop(s.task) for s in stalled], f"no progress for {stall_seconds:.0f} s", board,
-                   report)
+                cancel(ray, pending.pop(shard.task), f"no progress for {stall_seconds:.0f} s")
         if pending and time.monotonic() - last_activity > stall_seconds:
-            cancel(ray, [pending.pop(task) for task in list(pending)], f"nothing started, progressed or finished "
-                                                                     f"on the cluster for {stall_seconds:.0f} s",
-                   board, report)
+            for shard in list(pending.values()):
+                cancel(ray, pending.pop(shard.task), f"nothing started, progressed or finished on the cluster "
+                                                     f"for {stall_seconds:.0f} s")
         for run in states:
             if id(run) in concluded:
                 continue
             if any(s.error is not None for s in run.shards):  # the run has failed: its other shards stop
-                siblings = [pending.pop(s.task) for s in run.shards if s.task in pending]
-                if siblings:
-                    cancel(ray, siblings, SIBLING_FAILED, board, report)
+                for shard in run.shards:
+                    if shard.task in pending:
+                        cancel(ray, pending.pop(shard.task), SIBLING_FAILED)
             if run.done:
                 concluded.add(id(run))
                 _, entries = board_snapshot(ray, board)  # the attempts of shards that started and ended between polls
@@ -632,12 +547,7 @@ def _execute(ray, specs, dataset, out, report, retries, stall_seconds, poll_seco
         return watch(ray, states, board, dataset, report, stall_seconds, poll_seconds)
     except KeyboardInterrupt:
         unfinished = [s for run in states for s in run.shards if s.result is None and s.error is None]
-        try:
-            left = stop(ray, unfinished, board)
-        except KeyboardInterrupt:
-            report("interrupted again while cancelling: the cluster may still run these task(s): "
-                   + ", ".join(s.key for s in unfinished))
-            raise
-        report(f"interrupted: cancelled {len(unfinished) - len(left)} task(s) on the cluster"
-               + (f"; {not_stopped(left)}" if left else ""))
+        for shard in unfinished:
+            ray.cancel(shard.task, force=True)
+        report(f"interrupted: cancelled {len(unfinished)} task(s) on the cluster")
         raise

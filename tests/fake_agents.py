@@ -1,9 +1,7 @@
 """Fake translators and agents for exercising the SimulEval and simulstream protocols without a model (names say
 they are fakes)."""
-import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -93,9 +91,6 @@ class FakeSecondCounterSpeechAgent(StreamingSpeechAgent):
         return translator
 
 
-PID_FOLDER = "FAKE_AGENT_PID_FOLDER"  # when set, each FakeSlowTranslator writes "PID PARENT_PID" to a file there
-
-
 @dataclass(frozen=True)
 class FakeSlowConfig:
     source_lang: str = knob("en", "source language")
@@ -117,10 +112,6 @@ class FakeSlowTranslator(SpeechStreamingTranslator):
     def __init__(self, config: FakeSlowConfig):
         super().__init__("word")
         self.config = config
-        if os.environ.get(PID_FOLDER):  # a test that must see this process and its parent gone
-            written = Path(os.environ[PID_FOLDER], f".fake-agent-{os.getpid()}")
-            written.write_text(f"{os.getpid()} {os.getppid()}")
-            written.rename(written.with_name(f"fake-agent-{os.getpid()}.pid"))  # whole when it appears
 
     def feed_audio(self, samples):
         time.sleep(self.config.seconds_per_chunk)
